@@ -1,0 +1,6 @@
+"""Growth methods behind one interface. Importing this package registers every method."""
+from methods.base import Config, GrowthMethod, Stage
+from methods.registry import METHODS, get_method, list_methods, register_method
+from methods import scratch  # noqa: F401  (one import per method file registers it)
+
+__all__ = ["Config", "GrowthMethod", "METHODS", "Stage", "get_method", "list_methods", "register_method"]

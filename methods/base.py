@@ -1,0 +1,72 @@
+"""GrowthMethod: the one interface every growth method implements (DESIGN.md §3).
+
+Few abstract methods, sensible defaults (lm-evaluation-harness's `LM` style): a method must say how it
+initialises the large model (`grow`); everything else — an operator-fitting phase before growth, training
+stages, an extra loss, frozen parameters — is an optional hook whose default does nothing. The trainer calls
+the hooks and never branches on a method's name.
+"""
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stretch of training: `steps` optimizer steps on `model_from(previous)`, where only the main blocks
+    in `trainable_blocks` (None: all parameters) receive gradients; frozen blocks cost forward FLOPs only."""
+    name: str
+    steps: int
+    trainable_blocks: frozenset[int] | None = None
+    reset_optimizer: bool = False
+
+
+@dataclass
+class Config:
+    """Base of every method's hyperparameters; subclasses add fields with the paper's defaults."""
+
+
+class GrowthMethod(ABC):
+    name: str = ""                     # set by @register_method
+    Config: type = Config
+    needs_small: bool = True           # False for methods that start from random init (scratch, KI's student)
+    preserves_function: bool = False   # True where the method claims it; contract tests then check outputs
+
+    def __init__(self, config: Config | None = None, **overrides):
+        self.config = dataclasses.replace(config or self.Config(), **overrides)
+
+    # -- the initialisation ----------------------------------------------------------------------------
+    @abstractmethod
+    def grow(self, small: nn.Module | None, task) -> nn.Module:
+        """The large model's initialisation (a plain HF/timm module of `task.large`'s spec)."""
+
+    def fit(self, small: nn.Module, task, batches: Iterator[dict], ledger) -> None:
+        """Optional learning before `grow` (LiGO trains its operator here); charge its FLOPs to `ledger`."""
+
+    # -- training hooks ----------------------------------------------------------------------------------
+    def stages(self, task, total_steps: int) -> list[Stage]:
+        return [Stage("train", total_steps)]
+
+    def extra_loss(self, model: nn.Module, batch: dict, task_loss: torch.Tensor, step: int,
+                   total_steps: int, ledger) -> torch.Tensor:
+        """The loss actually minimised; distillation mixes in a teacher here and charges its FLOPs."""
+        return task_loss
+
+    # -- records and resumption ----------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """What goes into the run record: name and fully resolved config."""
+        return {"name": self.name, "config": dataclasses.asdict(self.config)}
+
+    def artifacts(self) -> dict[str, Any]:
+        """Extra things to save in the run directory (LiGO: its operator and fit curve)."""
+        return {}
+
+
+def config_fields(method_cls: type[GrowthMethod]) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(method_cls.Config)}
+

@@ -1,0 +1,160 @@
+"""BERT and RoBERTa (Devlin et al. 2019; Liu et al. 2019) as masked LMs, through HF transformers.
+
+Canonical mapping: post-LN blocks (norm1 after attention, norm2 after the FFN), an embedding LayerNorm,
+and the MLM head (transform dense + LayerNorm + decoder, decoder tied to the token embedding unless the
+spec unties it, as the official LiGO configs do).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import transformers as hf
+from torch import nn
+
+from models.canonical import IN, OUT, Canonical
+from models.family import Family, register_family
+from models.flops import ForwardFlops, transformer_block
+from models.spec import ModelSpec
+
+D_OUT = ("D", OUT)
+BLOCK_NAMES = {  # canonical block key -> parameter name inside encoder.layer.{l}
+    "q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value",
+    "o": "attention.output.dense", "norm1": "attention.output.LayerNorm",
+    "fc1": "intermediate.dense", "fc2": "output.dense", "norm2": "output.LayerNorm",
+}
+
+
+class _MaskedLM(Family):
+    objective = "mlm"
+    prefix: str          # "bert" / "roberta"
+    head_names: dict     # canonical head key -> parameter name
+    config_cls: type
+    model_cls: type
+    position_offset = 0  # RoBERTa reserves padding_idx + 1 position rows
+    layer_norm_eps = 1e-12
+
+    @property
+    def blocks_attr(self):
+        return f"{self.prefix}.encoder.layer"
+
+    def config(self, spec: ModelSpec):
+        return self.config_cls(
+            vocab_size=spec.vocab, hidden_size=spec.hidden, num_hidden_layers=spec.layers,
+            num_attention_heads=spec.heads, intermediate_size=spec.ffn,
+            max_position_embeddings=spec.positions + self.position_offset,
+            tie_word_embeddings=spec.tie_embeddings, layer_norm_eps=self.layer_norm_eps,
+            **self.extra_config())
+
+    def extra_config(self) -> dict:
+        return {}
+
+    def build(self, spec: ModelSpec) -> nn.Module:
+        return self.model_cls(self.config(spec))
+
+    def owns(self, model) -> bool:
+        return type(model) is self.model_cls
+
+    def spec_of(self, model) -> ModelSpec:
+        c = model.config
+        return ModelSpec(self.name, c.num_hidden_layers, c.hidden_size, c.num_attention_heads,
+                         ffn=c.intermediate_size, vocab=c.vocab_size,
+                         positions=c.max_position_embeddings - self.position_offset,
+                         tie_embeddings=bool(c.tie_word_embeddings))
+
+    # -- canonical ---------------------------------------------------------------------------------------
+    def _names(self, spec: ModelSpec) -> dict[tuple, str]:
+        """(section, layer, canonical key) -> parameter name, for every parameter of the model."""
+        p, names = self.prefix, {}
+        emb = {"token": "word_embeddings.weight", "position": "position_embeddings.weight",
+               "token_type": "token_type_embeddings.weight", "norm.weight": "LayerNorm.weight",
+               "norm.bias": "LayerNorm.bias"}
+        for key, name in emb.items():
+            names["embed", None, key] = f"{p}.embeddings.{name}"
+        for layer in range(spec.layers):
+            for key, name in BLOCK_NAMES.items():
+                for kind in ("weight", "bias"):
+                    names["blocks", layer, f"{key}.{kind}"] = f"{p}.encoder.layer.{layer}.{name}.{kind}"
+        for key, name in self.head_names.items():
+            if key == "decoder.weight" and spec.tie_embeddings:
+                continue
+            if key == "decoder.bias" and not spec.tie_embeddings:
+                # untied, transformers 5 gives the decoder its own bias and leaves the head's shared bias
+                # unused; keep that one too (fixed axis) so the round trip stays exact
+                names["head", None, "unused.bias"] = name
+                name = self.head_names["decoder.weight"].replace("weight", "bias")
+            names["head", None, key] = name
+        return names
+
+    def to_canonical(self, model) -> Canonical:
+        spec = self.spec_of(model)
+        params = dict(model.named_parameters())
+        canon = Canonical(spec, {}, [{} for _ in range(spec.layers)], {},
+                          embed_axes={k: (None, D_OUT) if k in ("token", "position", "token_type") else (D_OUT,)
+                                      for k in ("token", "position", "token_type", "norm.weight", "norm.bias")},
+                          head_axes={"transform.weight": (D_OUT, ("D", IN)), "transform.bias": (D_OUT,),
+                                     "transform_norm.weight": (D_OUT,), "transform_norm.bias": (D_OUT,),
+                                     "decoder.weight": (None, ("D", IN)), "decoder.bias": (None,),
+                                     "unused.bias": (None,)},
+                          tied_head_norm="transform_norm" if spec.tie_embeddings else None)
+        for (section, layer, key), name in self._names(spec).items():
+            t = params[name].detach().clone()
+            if section == "blocks":
+                canon.blocks[layer][key] = t
+            else:
+                getattr(canon, section)[key] = t
+        return canon
+
+    def state_from_canonical(self, canon: Canonical) -> dict[str, torch.Tensor]:
+        state = {}
+        for (section, layer, key), name in self._names(canon.spec).items():
+            state[name] = canon.blocks[layer][key] if section == "blocks" else getattr(canon, section)[key]
+        return state
+
+    # -- training ----------------------------------------------------------------------------------------
+    def logits(self, model, batch):
+        return model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
+
+    def loss(self, model, batch):
+        return model(**batch).loss
+
+    def scored(self, batch):
+        return batch["labels"] != -100
+
+    def forward_flops(self, spec: ModelSpec, batch: int, seq: int) -> ForwardFlops:
+        tokens = batch * seq
+        # the MLM head transforms and decodes every position, not only the masked ones
+        head = 2 * tokens * spec.hidden * spec.hidden + 2 * tokens * spec.hidden * spec.vocab
+        return ForwardFlops(0.0, [transformer_block(batch, seq, spec.hidden, spec.ffn)] * spec.layers, float(head))
+
+    def export(self, model, directory: Path) -> None:
+        model.save_pretrained(directory)
+
+    def load(self, directory: Path):
+        return self.model_cls.from_pretrained(directory)
+
+
+@register_family
+class Bert(_MaskedLM):
+    name, prefix = "bert", "bert"
+    config_cls, model_cls = hf.BertConfig, hf.BertForMaskedLM
+    head_names = {"transform.weight": "cls.predictions.transform.dense.weight",
+                  "transform.bias": "cls.predictions.transform.dense.bias",
+                  "transform_norm.weight": "cls.predictions.transform.LayerNorm.weight",
+                  "transform_norm.bias": "cls.predictions.transform.LayerNorm.bias",
+                  "decoder.weight": "cls.predictions.decoder.weight", "decoder.bias": "cls.predictions.bias"}
+
+
+@register_family
+class Roberta(_MaskedLM):
+    name, prefix = "roberta", "roberta"
+    config_cls, model_cls = hf.RobertaConfig, hf.RobertaForMaskedLM
+    position_offset = 2       # positions start after padding_idx (= 1)
+    layer_norm_eps = 1e-5
+    head_names = {"transform.weight": "lm_head.dense.weight", "transform.bias": "lm_head.dense.bias",
+                  "transform_norm.weight": "lm_head.layer_norm.weight",
+                  "transform_norm.bias": "lm_head.layer_norm.bias",
+                  "decoder.weight": "lm_head.decoder.weight", "decoder.bias": "lm_head.bias"}
+
+    def extra_config(self) -> dict:
+        return {"pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2, "type_vocab_size": 1}

@@ -1,0 +1,133 @@
+"""Family: the adapter between one model family (HF transformers / timm) and the canonical form.
+
+A family builds its model from a `ModelSpec`, converts it to and from `Canonical` exactly, computes its
+pretraining loss, and owns its analytic FLOPs formula (torchtitan style). Families register by name.
+"""
+from __future__ import annotations
+
+import difflib
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from models.canonical import Canonical
+from models.flops import ForwardFlops
+from models.spec import ModelSpec
+
+FAMILIES: dict[str, "Family"] = {}
+
+
+def register_family(cls):
+    """Class decorator: instantiate and register under `cls.name`."""
+    FAMILIES[cls.name] = cls()
+    return cls
+
+
+def unknown(kind: str, name: str, known) -> str:
+    """The one-line error for an unknown registry name, with a close match when there is one."""
+    known = sorted(known)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return f"unknown {kind} '{name}'{hint} known: {', '.join(known)}"
+
+
+def get_family(name: str) -> "Family":
+    if name not in FAMILIES:
+        raise KeyError(unknown("family", name, FAMILIES))
+    return FAMILIES[name]
+
+
+def family_of(model: nn.Module) -> "Family":
+    for fam in FAMILIES.values():
+        if fam.owns(model):
+            return fam
+    raise TypeError(f"no registered family owns a {type(model).__name__}; known: {', '.join(sorted(FAMILIES))}")
+
+
+class Family(ABC):
+    name: str
+    objective: str          # "mlm", "clm" or "image": which batches the pretraining data must yield
+    # The block container, as an attribute path on the model: used to freeze or drop layers by index.
+    blocks_attr: str
+
+    # -- building and identification -------------------------------------------------------------
+    @abstractmethod
+    def build(self, spec: ModelSpec) -> nn.Module:
+        """A freshly initialised model of this spec (uses the global torch RNG: seed before calling)."""
+
+    @abstractmethod
+    def spec_of(self, model: nn.Module) -> ModelSpec: ...
+
+    @abstractmethod
+    def owns(self, model: nn.Module) -> bool: ...
+
+    # -- canonical conversion ----------------------------------------------------------------------
+    @abstractmethod
+    def to_canonical(self, model: nn.Module) -> Canonical: ...
+
+    @abstractmethod
+    def state_from_canonical(self, canon: Canonical) -> dict[str, torch.Tensor]:
+        """Parameter name -> tensor for a model of canon.spec, by plain (differentiable) tensor ops, so
+        that LiGO can run the large model with `torch.func.functional_call` on materialised weights."""
+
+    def from_canonical(self, canon: Canonical, like: nn.Module | None = None) -> nn.Module:
+        model = self.build(canon.spec) if like is None or self.spec_of(like) != canon.spec else _clone(like)
+        state = self.state_from_canonical(canon)
+        params = dict(model.named_parameters())
+        missing = set(params) - set(state)
+        if missing:
+            raise KeyError(f"canonical form lacks parameters {sorted(missing)[:3]} for {self.name}")
+        with torch.no_grad():
+            for name, value in state.items():
+                params[name].copy_(value)
+        return model
+
+    # -- training --------------------------------------------------------------------------------------
+    @abstractmethod
+    def logits(self, model: nn.Module, batch: dict) -> torch.Tensor: ...
+
+    @abstractmethod
+    def loss(self, model: nn.Module, batch: dict) -> torch.Tensor:
+        """The pretraining objective on one batch (mean over scored positions)."""
+
+    def scored(self, batch: dict) -> torch.Tensor | None:
+        """Boolean mask of the positions the objective scores (None: all); used by distillation."""
+        return None
+
+    def blocks(self, model: nn.Module) -> nn.ModuleList:
+        obj = model
+        for part in self.blocks_attr.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    @abstractmethod
+    def forward_flops(self, spec: ModelSpec, batch: int, seq: int) -> ForwardFlops:
+        """Analytic matmul FLOPs of one forward pass over `batch` inputs of `seq` tokens (text) or of the
+        image size of the spec (vision; `seq` ignored)."""
+
+    # -- export ----------------------------------------------------------------------------------------
+    @abstractmethod
+    def export(self, model: nn.Module, directory: Path) -> None:
+        """Write the model in its ecosystem's own format (HF save_pretrained / timm safetensors+config)."""
+
+    @abstractmethod
+    def load(self, directory: Path) -> nn.Module: ...
+
+
+def _clone(model: nn.Module) -> nn.Module:
+    import copy
+    return copy.deepcopy(model)
+
+
+def to_canonical(model: nn.Module) -> Canonical:
+    return family_of(model).to_canonical(model)
+
+
+def from_canonical(canon: Canonical, like: nn.Module | None = None) -> nn.Module:
+    return get_family(canon.spec.family).from_canonical(canon, like=like)
+
+
+def build_model(spec: ModelSpec) -> nn.Module:
+    return get_family(spec.family).build(spec)
