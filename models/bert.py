@@ -115,8 +115,8 @@ class _MaskedLM(Family):
     def logits(self, model, batch):
         return model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
 
-    def loss(self, model, batch):
-        return model(**batch).loss
+    def compute_loss(self, call, batch):
+        return call(**batch).loss
 
     def scored(self, batch):
         return batch["labels"] != -100

@@ -88,9 +88,17 @@ class Family(ABC):
     @abstractmethod
     def logits(self, model: nn.Module, batch: dict) -> torch.Tensor: ...
 
+    def loss(self, model: nn.Module, batch: dict, params: dict | None = None) -> torch.Tensor:
+        """The pretraining objective on one batch (mean over scored positions). With `params`, the model
+        runs on those tensors instead of its own (torch.func.functional_call): LiGO differentiates the
+        loss through the weights it materialises."""
+        if params is None:
+            return self.compute_loss(model, batch)
+        return self.compute_loss(lambda *a, **k: torch.func.functional_call(model, params, a, k), batch)
+
     @abstractmethod
-    def loss(self, model: nn.Module, batch: dict) -> torch.Tensor:
-        """The pretraining objective on one batch (mean over scored positions)."""
+    def compute_loss(self, call, batch: dict) -> torch.Tensor:
+        """The objective given `call`, the model's forward (the module itself or a functional stand-in)."""
 
     def scored(self, batch: dict) -> torch.Tensor | None:
         """Boolean mask of the positions the objective scores (None: all); used by distillation."""
