@@ -19,7 +19,9 @@ from torch import nn
 @dataclass(frozen=True)
 class Stage:
     """A stretch of training: `steps` optimizer steps on `model_from(previous)`, where only the main blocks
-    in `trainable_blocks` (None: all parameters) receive gradients; frozen blocks cost forward FLOPs only."""
+    in `trainable_blocks` (None: all parameters) receive gradients; frozen blocks cost forward FLOPs only.
+    The trainer rebuilds the optimizer at every stage boundary (the parameter set changes); `reset_optimizer`
+    marks a stage whose method asks for that explicitly, for the record."""
     name: str
     steps: int
     trainable_blocks: frozenset[int] | None = None
@@ -51,6 +53,10 @@ class GrowthMethod(ABC):
     # -- training hooks ----------------------------------------------------------------------------------
     def stages(self, task, total_steps: int) -> list[Stage]:
         return [Stage("train", total_steps)]
+
+    def enter_stage(self, model: nn.Module, stage: Stage, task) -> nn.Module:
+        """Called when a stage begins (also on resume); may return a changed model (progressive stacking)."""
+        return model
 
     def extra_loss(self, model: nn.Module, batch: dict, task_loss: torch.Tensor, step: int,
                    total_steps: int, ledger) -> torch.Tensor:

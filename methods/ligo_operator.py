@@ -1,0 +1,233 @@
+"""The LiGO operator M = (w ⊗ I)(A ⊗ B) as a module (Wang et al., ICLR 2023, §3.2-3.3, Appendices A, B.1).
+
+Width: one learnable matrix per canonical *space* (models/canonical.py), so the §3.3 tying is the layout
+itself: B_emb for the residual stream D (embeddings, every o/fc2 output, every norm, the head input), and per
+layer B_Q, B_K, B_V, B_F (B_H for CaiT's talking heads; class-attention blocks get their own). A tensor's
+IN axis takes the same matrix as its space's OUT axis (`tie_in_out`): A_q/k/v/fc1 = A_head = B_emb,
+A_o = B_V, A_fc2 = B_F; biases and norms only have OUT axes, so they take their layer's out-expansion.
+With `tie_in_out=False` every IN axis gets its own A (Net2Net's normalised in-copies need that).
+
+Depth: w [L2, L1] per module type (one per BLOCK_AXES stem: q, k, v, o, fc1, fc2, norm1, norm2, gamma1/2,
+talk_l/w); `separate_bias_depth` gives biases their own w (the official code does).
+
+Order: "width_first" (paper Alg. 1: width per small layer, then depth mixing) or "depth_first" (official
+code: mix depth, then width per *large* layer). Width form: "full" [n2, n1] or "identity_prefix" [I; C]
+(official: the first n1 rows stay the identity, only C is learned).
+
+Materialisation only calls models.canonical.grow_width / mix_depth, the same primitives the fixed methods
+use, so with one-hot w and selection matrices LiGO reproduces stacking, interpolation and Net2Net bit for bit
+(Proposition 1, App. A; tests/test_ligo.py).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from methods.depth import depth_weights, interpolate_sources, stack_sources
+from models.canonical import IN, OUT, RESIDUAL, Canonical, WidthMatrices, grow_width, mix_depth, space_size
+from models.spec import ModelSpec
+
+ORDERS = ("width_first", "depth_first")
+WIDTH_FORMS = ("full", "identity_prefix")
+DEPTH_INITS = ("stackbert", "interpolation", "stackbert_noisy")
+WIDTH_INITS = ("net2net", "random")
+PER_LAYER = ("blocks", "class_blocks")       # sections whose non-D spaces are per layer
+
+
+def check_choice(name: str, value: str, known: tuple) -> None:
+    if value not in known:
+        raise ValueError(f"unknown {name} '{value}'; known: {', '.join(known)}")
+
+
+def stem(key: str) -> tuple[str, str]:
+    """'q.weight' -> ('q', 'weight'); 'gamma1' -> ('gamma1', 'weight'): the module type and its kind."""
+    name, _, kind = key.rpartition(".")
+    return (name, kind) if kind in ("weight", "bias") else (key, "weight")
+
+
+def depth_sources(init: str, L1: int, L2: int) -> list[int]:
+    return interpolate_sources(L1, L2) if init == "interpolation" else stack_sources(L1, L2)
+
+
+def _tags(canon: Canonical, section: str) -> set[tuple[str, str]]:
+    """The (space, role) pairs the tensors of one section (first block for per-layer sections) carry."""
+    if section in PER_LAYER:
+        blocks = getattr(canon, section)
+        keys = list(blocks[0]) if blocks else []
+    else:
+        keys = list(getattr(canon, section))
+    return {tag for k in keys for tag in canon.axes(section, k) if tag is not None}
+
+
+class LigoOperator(nn.Module):
+    """Learnable width matrices (`self.width`) and depth coefficients (`self.depth`); `forward(small_canon)`
+    materialises the large canonical model differentiably. Build, then `init_` or `set_depth`/`set_width`."""
+
+    def __init__(self, small: Canonical, large: ModelSpec, *, order: str = "width_first",
+                 width_form: str = "full", tie_in_out: bool = True, separate_bias_depth: bool = False):
+        super().__init__()
+        check_choice("order", order, ORDERS)
+        check_choice("width_form", width_form, WIDTH_FORMS)
+        s = small.spec
+        if s.class_layers != large.class_layers:
+            raise ValueError(f"LiGO grows class-attention blocks in width only ({s.class_layers} -> "
+                             f"{large.class_layers} class layers)")
+        self.small_spec, self.large = s, large
+        self.order, self.width_form = order, width_form
+        self.tie_in_out, self.separate_bias_depth = tie_in_out, separate_bias_depth
+        for section in ("embed", "head"):   # only the residual stream may cross the embedding/head
+            bad = {sp for sp, _ in _tags(small, section)} - {RESIDUAL}
+            if bad:
+                raise ValueError(f"{section} carries per-layer spaces {sorted(bad)}; LiGO ties it to D only")
+        # slot key -> (space, role, section, layer, n1, n2); role is OUT for every slot when tied
+        self.slots: dict[str, tuple] = {}
+        for section in ("embed", "head"):
+            for space, role in _tags(small, section):
+                self._add_slot(space, role, section, None)
+        depth = {"blocks": s.layers if order == "width_first" else large.layers, "class_blocks": s.class_layers}
+        for section in PER_LAYER:
+            for space, role in _tags(small, section):
+                for layer in range(depth[section]):
+                    self._add_slot(space, role, section, None if space == RESIDUAL else layer)
+        self.width = nn.ParameterDict()
+        for key, (*_, n1, n2) in self.slots.items():
+            rows = n2 if width_form == "full" else n2 - n1
+            if rows:   # identity_prefix with n2 == n1 is the fixed identity: nothing to learn
+                self.width[key] = nn.Parameter(torch.zeros(rows, n1))
+        self.depth = nn.ParameterDict()
+        for key in (small.blocks[0] if small.blocks else {}):
+            name, kind = stem(key)
+            dkey = name + ("_bias" if separate_bias_depth and kind == "bias" else "")
+            if dkey not in self.depth:
+                self.depth[dkey] = nn.Parameter(torch.zeros(large.layers, s.layers))
+
+    # -- layout ------------------------------------------------------------------------------------------------
+    def slot_key(self, space: str, role: str, section: str, layer: int | None) -> str:
+        role = OUT if self.tie_in_out else role
+        suffix = "" if role == OUT else "_in"
+        return f"{space}{suffix}" if space == RESIDUAL else f"{section}{layer}_{space}{suffix}"
+
+    def _add_slot(self, space, role, section, layer):
+        role = OUT if self.tie_in_out else role
+        key = self.slot_key(space, role, section, layer)
+        if space != RESIDUAL and layer is None:
+            raise ValueError(f"space {space} outside a block")
+        self.slots[key] = (space, role, section, layer, space_size(self.small_spec, space),
+                           space_size(self.large, space))
+
+    def depth_key(self, block_key: str) -> str:
+        name, kind = stem(block_key)
+        return name + ("_bias" if self.separate_bias_depth and kind == "bias" else "")
+
+    # -- the operator's matrices ---------------------------------------------------------------------------------
+    def width_matrix(self, key: str) -> torch.Tensor:
+        """The [n2, n1] matrix of one slot (for identity_prefix: [I; C])."""
+        *_, n1, n2 = self.slots[key]
+        if self.width_form == "full":
+            return self.width[key]
+        eye = torch.eye(n1, device=self._device(), dtype=self._dtype())
+        return torch.cat([eye, self.width[key]]) if key in self.width else eye
+
+    def width_matrices(self) -> WidthMatrices:
+        """A `grow_width` callable; every matrix is built once per materialisation (the cat is not free)."""
+        mats = {key: self.width_matrix(key) for key in self.slots}
+        return lambda space, role, section, layer: mats[self.slot_key(space, role, section, layer)]
+
+    def depth_coefficients(self, block_key: str) -> torch.Tensor:
+        return self.depth[self.depth_key(block_key)]
+
+    def forward(self, small: Canonical) -> Canonical:
+        """The large canonical model M(Θ) (differentiable in the operator; the small weights are constants)."""
+        width = self.width_matrices()
+        if self.order == "width_first":      # paper: B_l W_l A_l^T per small layer, then sum_j w[l, j] (...)_j
+            return mix_depth(grow_width(small, self.large, width), self.depth_coefficients)
+        # official code: mix the small layers first, then expand each large layer with its own matrices
+        return grow_width(mix_depth(small, self.depth_coefficients), self.large, width)
+
+    # -- setting coefficients ------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def set_depth(self, weights: torch.Tensor | Callable[[str], torch.Tensor]) -> None:
+        """w [L2, L1] for every module type (a tensor), or per depth key (a callable)."""
+        for key, p in self.depth.items():
+            p.copy_(weights(key) if callable(weights) else weights)
+
+    @torch.no_grad()
+    def set_width(self, width: WidthMatrices, block_sources: list[int] | None = None) -> None:
+        """Copy a fixed width operator in. With depth_first the matrices are per *large* layer: large layer l
+        takes `width(..., block_sources[l])`, the small layer it starts as a copy of."""
+        for key, (space, role, section, layer, n1, n2) in self.slots.items():
+            if key not in self.width:
+                continue
+            src = layer
+            if self.order == "depth_first" and section == "blocks" and layer is not None and block_sources:
+                src = block_sources[layer]
+            m = width(space, role, section, src)
+            if tuple(m.shape) != (n2, n1):
+                raise ValueError(f"width matrix for {key} has shape {tuple(m.shape)}, expected {(n2, n1)}")
+            self.width[key].copy_(m if self.width_form == "full" else m[n1:])
+
+    @torch.no_grad()
+    def init_(self, depth_init: str = "stackbert", width_init: str = "net2net", noise: float = 0.03,
+              seed: int = 0) -> "LigoOperator":
+        check_choice("depth_init", depth_init, DEPTH_INITS)
+        check_choice("width_init", width_init, WIDTH_INITS)
+        L1, L2 = self.small_spec.layers, self.large.layers
+        sources = depth_sources(depth_init, L1, L2)
+        one_hot = depth_weights(sources, L1)
+        gen = torch.Generator().manual_seed(seed + 1)       # depth noise; the width draws use `seed` itself
+        if depth_init == "stackbert_noisy":
+            # official `stackbert_init`: U(0, noise) everywhere, 1 at l mod L1, each row normalised to sum 1;
+            # drawn separately for every module type (and bias), as each official module owns its coefficients
+            def noisy(_key):
+                w = torch.rand(L2, L1, generator=gen) * noise
+                w[one_hot.bool()] = 1.0
+                return w / w.sum(-1, keepdim=True)
+            self.set_depth(noisy)
+        else:
+            self.set_depth(one_hot)
+        if width_init == "net2net":
+            # same seed and defaults as the net2net method -> the same index maps (Proposition 1 test)
+            from methods.width import net2net_width
+            self.set_width(net2net_width(self.small_spec, self.large, torch.Generator().manual_seed(seed)),
+                           block_sources=sources)
+        else:
+            self.set_width(random_width(torch.Generator().manual_seed(seed)))
+        return self
+
+    @classmethod
+    def from_fixed(cls, small: Canonical, large: ModelSpec, depth_sources: list[int] | None = None,
+                   width: WidthMatrices | None = None, **options) -> "LigoOperator":
+        """A fixed operator: one-hot depth from `depth_sources` (default: identity, L1 == L2) and width from
+        `width` (default: identity, equal widths) — Proposition 1's stacking / interpolation / Net2Net."""
+        op = cls(small, large, **options)
+        sources = depth_sources if depth_sources is not None else list(range(small.spec.layers))
+        op.set_depth(depth_weights(sources, small.spec.layers))
+        op.set_width(width or identity_width, block_sources=sources)
+        return op
+
+    def _device(self):
+        return next(iter(self.depth.values())).device if len(self.depth) else torch.device("cpu")
+
+    def _dtype(self):
+        return next(iter(self.depth.values())).dtype if len(self.depth) else torch.float32
+
+
+def identity_width(space, role, section, layer) -> torch.Tensor:
+    raise ValueError("no width operator given, but the pair grows in width")
+
+
+def random_width(gen: torch.Generator) -> WidthMatrices:
+    """Official `normalized_uniform_init`: [I; C] with every new row ~ U(0, 1), normalised to sum 1."""
+    def make(space, role, section, layer, _cache={}):
+        raise NotImplementedError
+    return _RandomWidth(gen)
+
+
+class _RandomWidth:
+    def __init__(self, gen: torch.Generator):
+        self.gen = gen
+
+    def __call__(self, space, role, section, layer):
+        raise NotImplementedError

@@ -1,0 +1,21 @@
+"""StackBERT (Gong et al. 2019, "Efficient Training of BERT by Progressively Stacking"; LiGO paper eq. (1)).
+
+Large block l copies small block l mod L1 — the small stack repeated on top of itself. On a pair that also
+grows in width, width is grown first by the configured operator (default Net2Net FPI) and recorded in
+`describe()`. Not function-preserving.
+
+StackBERT resets the optimizer at each growth. Here the grown model always starts training with a fresh
+optimizer (the trainer builds one for the large model), so the reset needs no stage of its own.
+"""
+from __future__ import annotations
+
+from methods.depth import CopyDepthMethod, stack_sources
+from methods.registry import register_method
+
+
+@register_method("stackbert")
+class StackBert(CopyDepthMethod):
+    depth_rule = "stack: l mod L1"
+
+    def sources(self, L1, L2):
+        return stack_sources(L1, L2)

@@ -1,0 +1,172 @@
+"""One comparison run, end to end: resolve the small model, fit the growth operator, grow, train, export.
+
+`run.py` is a thin CLI over `run_experiment`; scripts and sweeps call it directly.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from methods import get_method
+from methods.base import GrowthMethod
+from models import get_family
+from runs.ledger import FlopsLedger
+from runs.record import CONFIG, SUMMARY, RunWriter, read_metrics, write_json_atomic
+from runs.trainer import CHECKPOINT, evaluate, load_checkpoint, train
+
+OUT_ROOT = Path(os.environ.get("GROWBENCH_OUT", Path(__file__).resolve().parent / "out"))
+FLOPS_CONVENTION = ("analytic matmul FLOPs, 2 per multiply-add; backward = 2x forward for trainable layers, "
+                    "input-gradient only for frozen layers above a trainable one, none below; attention included")
+PACKAGES = ("torch", "transformers", "timm", "tokenizers", "datasets", "numpy")
+
+
+def default_out(task, method: GrowthMethod, seed: int) -> Path:
+    return OUT_ROOT / f"{task.name}-{task.scale}" / f"{method.name}-s{seed}"
+
+
+def environment(device: torch.device) -> dict:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        rev = None
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    return {"git": rev, "versions": versions, "python": sys.version.split()[0], "device": str(device),
+            "device_name": name, "threads": torch.get_num_threads()}
+
+
+def _jsonable(obj):
+    return json.loads(json.dumps(obj, default=str))
+
+
+def small_cache_dir(task, seed: int) -> Path:
+    key = json.dumps({"spec": task.small.to_dict(), "recipe": _jsonable(task.small_recipe.__dict__),
+                      "data": task.data, "tokenizer": task.tokenizer, "seed": seed}, sort_keys=True)
+    digest = hashlib.sha1(key.encode()).hexdigest()[:10]
+    return OUT_ROOT / "cache" / "small" / f"{task.name}-{task.scale}-s{seed}-{digest}"
+
+
+def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress: bool):
+    """The pretrained small model: from --small, from the cache, or trained now (and cached)."""
+    family = get_family(task.family)
+    if small_dir is not None:
+        small_dir = Path(small_dir)
+        if not small_dir.is_dir():
+            raise FileNotFoundError(f"--small {small_dir}: no such directory (give an HF/timm model directory)")
+        try:
+            model = family.load(small_dir)
+        except Exception as e:
+            raise ValueError(f"--small {small_dir}: cannot load a {task.family} model from it "
+                             f"({type(e).__name__}); expected an HF save_pretrained / timm export directory") from None
+        spec = family.spec_of(model) if family.owns(model) else None
+        if spec != task.small:
+            raise ValueError(f"--small {small_dir} holds {spec} but task {task.name} needs {task.small}")
+        return model, {"path": str(small_dir), "pretrain_flops": None, "source": "given"}
+    cache = small_cache_dir(task, seed)
+    if not (cache / SUMMARY).exists():
+        log(f"no --small given: pretraining the small model first ({task.small.layers} layers, "
+            f"hidden {task.small.hidden}, {task.small_recipe.steps} steps) -> {cache}")
+        run_experiment(task.small_task(), get_method("scratch"), seed=seed, device=device, out=cache,
+                       overwrite=True, progress=progress, log=log)
+    summary = json.loads((cache / SUMMARY).read_text())
+    model = family.load(cache / "model")
+    return model, {"path": str(cache), "pretrain_flops": summary["flops"], "pretrain_wall": summary["wall"],
+                   "source": "cache"}
+
+
+def check_resumable(out: Path, config: dict) -> None:
+    old = json.loads((out / CONFIG).read_text())
+    for key in ("task", "method"):
+        if _jsonable(old.get(key)) != _jsonable(config[key]):
+            name = (old.get(key) or {}).get("name")
+            raise ValueError(f"{out} holds a run of another {key} ('{name}'); resume needs the same {key} "
+                             "and configuration, or use --overwrite / another --out")
+
+
+def truncate_metrics(out: Path, step: int) -> None:
+    """Drop rows logged after the checkpoint (they will be produced again), so no line is duplicated."""
+    path = out / "metrics.jsonl"
+    rows = [r for r in read_metrics(path) if r["step"] <= step] if path.exists() else []
+    tmp = path.with_name(".metrics.jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    os.replace(tmp, path)
+
+
+def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", out: Path | None = None,
+                   small: Path | None = None, resume: bool = False, overwrite: bool = False,
+                   progress: bool = True, log=print) -> Path:
+    device = torch.device(device)
+    out = Path(out) if out is not None else default_out(task, method, seed)
+    family = get_family(task.family)
+    config = {"task": _jsonable(task.to_dict()), "method": _jsonable(method.describe()), "seed": seed,
+              "flops_convention": FLOPS_CONVENTION, "environment": environment(device), "argv": sys.argv,
+              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    resuming = resume and (out / CONFIG).exists()
+    if resuming:
+        check_resumable(out, config)
+        if (out / SUMMARY).exists():
+            log(f"{out} is already complete; nothing to resume")
+            return out
+    checkpoint = load_checkpoint(out / CHECKPOINT) if resuming and (out / CHECKPOINT).exists() else None
+    data = task.pretrain_data()        # loads (and on first use trains the tokenizer) before anything is written
+    small_model = small_info = None
+    if method.needs_small and checkpoint is None:
+        small_model, small_info = resolve_small(task, seed, small, device, log, progress)
+    config["small"] = small_info
+    if resuming and checkpoint is None:
+        resuming = False               # nothing to continue from: start over in the same directory
+    writer = RunWriter(out, config, resume=resuming, overwrite=overwrite or (resume and not resuming))
+    try:
+        ledger = FlopsLedger()
+        torch.manual_seed(seed)
+        if checkpoint is None:
+            # the operator fit draws its own batch stream, so it never shifts the training data
+            fit_batches = (data.train_batch(i, task.recipe.batch_size, seed + 1_000_003) for i in itertools.count())
+            method.fit(small_model, task, fit_batches, ledger)
+            torch.manual_seed(seed)
+            large = method.grow(small_model, task)
+            row = {"step": 0, "units": 0, "wall": 0.0, "stage": "init", "flops": ledger.total,
+                   **{f"flops_{k}": v for k, v in ledger.as_dict().items()}}
+            row.update(evaluate(large.to(device), family, data.eval_batches(task.recipe.batch_size,
+                                                                            task.recipe.eval_batches),
+                                device, task.recipe.bf16))
+            writer.log(row)
+            _save_artifacts(out, method)
+        else:
+            truncate_metrics(out, checkpoint["state"]["step"])
+            large = task.build_large()
+        result = train(large, task, method, data, ledger, writer, seed=seed, device=device,
+                       resume_from=checkpoint, progress=progress)
+        family.export(result["model"].cpu(), out / "model")
+        last = result["last"]
+        summary = {"step": result["state"].step, "units": result["state"].units, "wall": result["state"].wall,
+                   "flops": ledger.total, "flops_by_phase": ledger.as_dict(),
+                   "eval_loss": last.get("eval_loss"), "eval_acc": last.get("eval_acc")}
+        writer.finish(summary)
+    finally:
+        writer.close()
+    return out
+
+
+def _save_artifacts(out: Path, method: GrowthMethod) -> None:
+    for name, obj in method.artifacts().items():
+        if name.endswith(".json"):
+            write_json_atomic(out / name, obj)
+        else:
+            torch.save(obj, out / name)

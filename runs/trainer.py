@@ -1,0 +1,227 @@
+"""The training loop: flat, nanoGPT style. AdamW, warmup + decay from transformers.get_scheduler, gradient
+clipping, periodic evaluation on held-out data, optional bf16 autocast, a FLOPs ledger, and a checkpoint
+that makes a killed run continue with exactly the numbers it would have produced.
+
+Exact resumption rests on one property of the data: batch i is a pure function of (seed, i)
+(tasks.data.PretrainData.train_batch), so the data position is just the step counter.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm import tqdm
+from transformers import get_scheduler
+
+from methods.base import GrowthMethod, Stage
+from models import get_family
+from models.flops import backward_flops
+from runs.ledger import FlopsLedger
+from runs.record import RunWriter
+
+CHECKPOINT = "checkpoint.pt"
+
+
+class NonFiniteLoss(RuntimeError):
+    pass
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    wall: float = 0.0          # seconds spent training (evaluation excluded), carried across resumes
+    units: int = 0             # tokens (text) or images seen
+
+
+def batch_dims(batch: dict) -> tuple[int, int]:
+    """(batch size, sequence length) of a batch; images have no sequence length."""
+    if "input_ids" in batch:
+        return tuple(batch["input_ids"].shape)
+    return batch["labels"].shape[0], 0
+
+
+def to_device(batch: dict, device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def make_optimizer(model, recipe):
+    # no weight decay on biases and norm parameters (the BERT/DeiT convention)
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=recipe.lr, betas=recipe.adam_betas, eps=recipe.adam_eps)
+
+
+def set_trainable(model, family, stage: Stage) -> None:
+    """Freeze every main block not in stage.trainable_blocks (None: train everything)."""
+    for p in model.parameters():
+        p.requires_grad_(True)
+    if stage.trainable_blocks is None:
+        return
+    for i, block in enumerate(family.blocks(model)):
+        if i not in stage.trainable_blocks:
+            for p in block.parameters():
+                p.requires_grad_(False)
+
+
+@torch.no_grad()
+def evaluate(model, family, eval_batches, device, bf16: bool) -> dict:
+    was_training = model.training
+    model.eval()
+    losses, correct, seen = [], 0, 0
+    for batch in eval_batches:
+        batch = to_device(batch, device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            if family.objective == "image":
+                logits = family.logits(model, batch)
+                losses.append(torch.nn.functional.cross_entropy(logits.float(), batch["labels"]).item())
+                correct += (logits.argmax(-1) == batch["labels"]).sum().item()
+                seen += batch["labels"].numel()
+            else:
+                losses.append(family.loss(model, batch).item())
+    model.train(was_training)
+    out = {"eval_loss": float(np.mean(losses))}
+    if seen:
+        out["eval_acc"] = correct / seen
+    return out
+
+
+def stage_at(stages: list[Stage], step: int) -> tuple[int, Stage]:
+    start = 0
+    for i, stage in enumerate(stages):
+        if step < start + stage.steps:
+            return i, stage
+        start += stage.steps
+    return len(stages) - 1, stages[-1]
+
+
+def rng_state() -> dict:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+
+
+def save_checkpoint(path, model, optimizer, scheduler, state: TrainState, ledger: FlopsLedger, stage_index: int):
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "state": vars(state), "ledger": ledger.as_dict(),
+                "stage": stage_index, "rng": rng_state()}, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path):
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # a torn or foreign file: say which, do not guess
+        raise ValueError(f"corrupt checkpoint {path}: {type(e).__name__}") from None
+
+
+def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: RunWriter, *, seed: int,
+          device: torch.device, resume_from: dict | None = None, progress: bool = True) -> dict:
+    """Train `model` on `task`'s recipe; returns the final metrics row. Logs to `writer`, checkpoints beside it."""
+    recipe, family = task.recipe, get_family(task.family)
+    stages = method.stages(task, recipe.steps)
+    total = sum(s.steps for s in stages)
+    state = TrainState()
+    stage_index, stage = stage_at(stages, 0)
+    model = method.enter_stage(model, stage, task).to(device)
+    set_trainable(model, family, stage)
+    optimizer = make_optimizer(model, recipe)
+    scheduler = get_scheduler(recipe.schedule, optimizer, num_warmup_steps=recipe.warmup, num_training_steps=total)
+    if resume_from is not None:
+        stage_index, stage = stage_at(stages, resume_from["state"]["step"])
+        model = method.enter_stage(model, stage, task).to(device)
+        set_trainable(model, family, stage)
+        model.load_state_dict(resume_from["model"])
+        optimizer = make_optimizer(model, recipe)
+        optimizer.load_state_dict(resume_from["optimizer"])
+        scheduler = get_scheduler(recipe.schedule, optimizer, num_warmup_steps=recipe.warmup, num_training_steps=total)
+        scheduler.load_state_dict(resume_from["scheduler"])
+        state = TrainState(**resume_from["state"])
+        ledger.counts.update(resume_from["ledger"])
+        set_rng_state(resume_from["rng"])
+    eval_batches = data.eval_batches(recipe.batch_size, recipe.eval_batches)
+    ckpt_path = writer.dir / CHECKPOINT
+    model.train()
+    bar = tqdm(total=total, initial=state.step, disable=not progress, desc=f"{method.name}:{task.name}",
+               dynamic_ncols=True, leave=False)
+    last, running = {}, []
+    while state.step < total:
+        index, current = stage_at(stages, state.step)
+        if index != stage_index:               # a new stage: maybe a new model, new frozen set, new optimizer
+            stage_index, stage = index, current
+            model = method.enter_stage(model, stage, task).to(device)
+            set_trainable(model, family, stage)
+            # the trainable set (or the model) changed, so the optimizer is rebuilt; the schedule continues
+            optimizer = make_optimizer(model, recipe)
+            old = scheduler.state_dict()
+            scheduler = get_scheduler(recipe.schedule, optimizer, num_warmup_steps=recipe.warmup,
+                                      num_training_steps=total)
+            scheduler.load_state_dict(old)
+            for group in optimizer.param_groups:
+                group["lr"] = scheduler.get_last_lr()[0]
+        t0 = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        step_loss = 0.0
+        trainable = stage.trainable_blocks
+        for micro in range(recipe.grad_accum):
+            batch = to_device(data.train_batch(state.step * recipe.grad_accum + micro, recipe.batch_size, seed),
+                              device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.bf16):
+                loss = family.loss(model, batch)
+                loss = method.extra_loss(model, batch, loss, state.step, total, ledger)
+            (loss / recipe.grad_accum).backward()
+            step_loss += loss.item() / recipe.grad_accum
+            b, t = batch_dims(batch)
+            fwd = family.forward_flops(model_spec(model, family), b, t)
+            ledger.add("forward", fwd.total)
+            ledger.add("backward", backward_flops(fwd, None if trainable is None else set(trainable)))
+            state.units += data.units(batch)
+        if not math.isfinite(step_loss):
+            raise NonFiniteLoss(f"loss became {step_loss} at step {state.step}; the last good checkpoint "
+                                f"{ckpt_path} is kept (lower the learning rate or check the data)")
+        if recipe.grad_clip:
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], recipe.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        state.step += 1
+        state.wall += time.perf_counter() - t0
+        running.append(step_loss)
+        bar.update(1)
+        is_eval = state.step % recipe.eval_every == 0 or state.step == total
+        if state.step % recipe.log_every == 0 or is_eval:
+            row = {"step": state.step, "units": state.units, "wall": round(state.wall, 4),
+                   "lr": scheduler.get_last_lr()[0], "train_loss": float(np.mean(running)),
+                   "stage": stage.name, **{f"flops_{k}": v for k, v in ledger.as_dict().items()},
+                   "flops": ledger.total}
+            running = []
+            if is_eval:
+                row.update(evaluate(model, family, eval_batches, device, recipe.bf16))
+                bar.set_postfix(eval_loss=f"{row['eval_loss']:.3f}")
+                # checkpoint after the row is logged, so a resume never repeats or loses a line
+                writer.log(row)
+                save_checkpoint(ckpt_path, model, optimizer, scheduler, state, ledger, stage_index)
+            else:
+                writer.log(row)
+            last = row
+    bar.close()
+    return {"model": model, "last": last, "state": state}
+
+
+def model_spec(model, family):
+    # cached on the module: specs only change when a stage swaps the model
+    spec = getattr(model, "_growbench_spec", None)
+    if spec is None:
+        spec = family.spec_of(model)
+        model._growbench_spec = spec
+    return spec

@@ -1,0 +1,288 @@
+"""Text pretraining data: corpora, tokenizers, and MLM (BERT/RoBERTa) / CLM (GPT-2) batches.
+
+Corpora: the embedded Penn Treebank (`treebank.penn`, one sentence a line) for the mini/tiny scales;
+at paper scale English Wikipedia (BERT, RoBERTa) and C4 (GPT-2) through `datasets`, or local text
+files given by `path` (one document a line). Tokenizers are either trained here with `tokenizers`
+("wordpiece" for BERT, "bytelevel_bpe" for RoBERTa/GPT-2) on the training split only and cached on
+disk, or loaded with AutoTokenizer (hub name or saved directory). Each split is tokenized once into a
+flat .npy of token ids (documents joined by a separator/eos) cached next to the tokenizer and
+memory-mapped, then cut into fixed blocks: a training item is one block. MLM blocks are wrapped as
+[CLS] ... [SEP] (so seq_len includes them) and masked by transformers' DataCollatorForLanguageModeling
+with its own seeded generator; CLM blocks are used as they are (the HF model shifts labels itself).
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import PretrainData
+
+TRAINED_TOKENIZERS = ("wordpiece", "bytelevel_bpe")
+WORDPIECE_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+BYTELEVEL_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", "<|endoftext|>"]
+MLM_PROBABILITY = 0.15
+DEFAULT_CACHE = Path("~/.cache/growbench/tokenizers")
+# Paper-scale knobs. Wikipedia has no validation split: hold out its first articles. C4's train split
+# (~365M documents) is far beyond what the paper's GPT-2 runs consume, so only a prefix is tokenized.
+WIKIPEDIA_VALID_DOCS = 10_000
+C4_TRAIN_DOCS = 40_000_000
+TOKENIZER_TRAIN_DOCS = 1_000_000  # tokenizers learn their vocabulary from a prefix of a hub corpus
+LOCAL_VALID_FRACTION = 0.01  # held out from local files that come without a validation file
+ENCODE_CHUNK = 10_000  # documents per tokenizer call
+
+
+# ---------------------------------------------------------------------------------------- corpora
+
+def _local_files(path: str) -> tuple[list[str], list[str]]:
+    """(train files, validation files) under a local text path: a file, or a directory whose
+    files named valid*/val* are the validation split."""
+    p = Path(path).expanduser()
+    if p.is_file():
+        return [str(p)], []
+    if not p.is_dir():
+        raise FileNotFoundError(f"text corpus path {p} does not exist")
+    files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+    valid = [str(f) for f in files if re.match(r"(valid|val)", f.name, re.I)]
+    train = [str(f) for f in files if str(f) not in valid]
+    if not train:
+        raise FileNotFoundError(f"no training text files under {p}")
+    return train, valid
+
+
+def corpus_key(source: str, path: str | None) -> str:
+    """Cache key of a corpus: its name, or for local files a hash of their names, sizes and mtimes
+    (editing the files then invalidates the caches)."""
+    if path is None:
+        return source
+    train, valid = _local_files(path)
+    sig = "|".join(f"{f}:{os.path.getsize(f)}:{os.path.getmtime(f)}" for f in train + valid)
+    return f"{source}-local-{hashlib.sha1(sig.encode()).hexdigest()[:8]}"
+
+
+def iter_documents(source: str, split: str, path: str | None = None, limit: int | None = None,
+                   cache_root: Path | None = None):
+    """Non-empty documents of `split` ("train" or "valid"), as strings, in corpus order."""
+    if source == "ptb" and path is None:
+        import treebank
+        docs = (line.strip() for line in treebank.penn["train" if split == "train" else "valid"].split("\n"))
+    else:
+        docs = (ex["text"] for ex in _hf_split(source, split, path, cache_root))
+    count = 0
+    for doc in docs:
+        if doc.strip():
+            yield doc
+            count += 1
+            if limit is not None and count >= limit:
+                return
+
+
+def _hf_split(source: str, split: str, path: str | None, cache_root: Path | None = None):
+    """A `datasets` iterable for a paper-scale corpus (streamed from the hub) or local text files."""
+    from datasets import load_dataset
+    if path is not None:
+        train, valid = _local_files(path)
+        files = {"train": train, **({"validation": valid} if valid else {})}
+        # The arrow copy of local files lives with our other caches, not in the global HF cache.
+        ds = load_dataset("text", data_files=files, cache_dir=str(cache_root / "datasets") if cache_root else None)
+        if valid:
+            return ds["train" if split == "train" else "validation"]
+        # No validation file: the last LOCAL_VALID_FRACTION of lines is held out (deterministic).
+        n = len(ds["train"])
+        k = max(1, int(n * LOCAL_VALID_FRACTION)) if n > 1 else 0
+        return ds["train"].select(range(n - k) if split == "train" else range(n - k, n))
+    if source == "wikipedia":
+        ds = load_dataset("wikimedia/wikipedia", "20231101.en", split="train", streaming=True)
+        return ds.skip(WIKIPEDIA_VALID_DOCS) if split == "train" else ds.take(WIKIPEDIA_VALID_DOCS)
+    if source == "c4":
+        if split == "train":
+            return load_dataset("allenai/c4", "en", split="train", streaming=True).take(C4_TRAIN_DOCS)
+        return load_dataset("allenai/c4", "en", split="validation", streaming=True)
+    raise ValueError(f"no hub corpus for {source!r}")
+
+
+# -------------------------------------------------------------------------------------- tokenizers
+
+def _train_tokenizer(kind: str, vocab_size: int, docs):
+    """Train a raw `tokenizers.Tokenizer` of family `kind` on an iterator of documents."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    if kind == "wordpiece":  # BERT-uncased pipeline
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=WORDPIECE_SPECIALS)
+        tok.train_from_iterator(docs, trainer)
+        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+        return tok
+    if kind == "bytelevel_bpe":  # GPT-2 / RoBERTa pipeline; the post-processor is set per family on load
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=BYTELEVEL_SPECIALS,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tok.train_from_iterator(docs, trainer)
+        return tok
+    raise ValueError(f"unknown tokenizer kind {kind!r}; known: {', '.join(TRAINED_TOKENIZERS)}")
+
+
+def _wrap(raw, kind: str, objective: str):
+    """A transformers tokenizer with the special tokens the model family expects."""
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast
+    if kind == "wordpiece":
+        return PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", pad_token="[PAD]",
+                                       cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    if objective == "mlm":  # RoBERTa: <s> x </s>
+        raw.post_processor = processors.RobertaProcessing(("</s>", raw.token_to_id("</s>")), ("<s>", raw.token_to_id("<s>")),
+                                                          add_prefix_space=False)
+        return PreTrainedTokenizerFast(tokenizer_object=raw, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                       pad_token="<pad>", cls_token="<s>", sep_token="</s>", mask_token="<mask>")
+    # GPT-2: no added tokens; <|endoftext|> ends documents and doubles as padding.
+    eot = "<|endoftext|>"
+    return PreTrainedTokenizerFast(tokenizer_object=raw, bos_token=eot, eos_token=eot, pad_token=eot, unk_token="<unk>")
+
+
+def load_tokenizer(tokenizer: str, objective: str, source: str, path: str | None, vocab_size: int | None,
+                   cache_root: Path):
+    """(transformers tokenizer, directory for this corpus+tokenizer's token-id caches).
+
+    A trained kind is cached as <cache_root>/<corpus>-<kind>-<vocab>/tokenizer.json and trained (on
+    the training split only) only when that file is missing; anything else goes to AutoTokenizer."""
+    key = corpus_key(source, path)
+    if tokenizer in TRAINED_TOKENIZERS:
+        from tokenizers import Tokenizer
+        vocab_size = vocab_size or (8192 if source == "ptb" else 30522 if tokenizer == "wordpiece" else 50265)
+        tdir = cache_root / f"{key}-{tokenizer}-{vocab_size}"
+        file = tdir / "tokenizer.json"
+        if not file.exists():
+            limit = None if key == "ptb" or path is not None else TOKENIZER_TRAIN_DOCS
+            raw = _train_tokenizer(tokenizer, vocab_size, iter_documents(source, "train", path, limit, cache_root))
+            tdir.mkdir(parents=True, exist_ok=True)
+            raw.save(str(file) + ".tmp")
+            os.replace(str(file) + ".tmp", file)  # atomic: concurrent runs never read half a file
+        return _wrap(Tokenizer.from_file(str(file)), tokenizer, objective), tdir
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    if objective == "clm" and tok.pad_token is None and tok.eos_token is not None:
+        tok.pad_token = tok.eos_token  # GPT-2 ships without a pad token
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", tokenizer.strip("/"))[-60:]
+    return tok, cache_root / f"{key}-{name}"
+
+
+# ------------------------------------------------------------------------------------- token ids
+
+def _separator(tok, objective: str) -> int:
+    """Token placed after every document: eos for causal LMs, [SEP] / </s> for masked LMs."""
+    sep = tok.eos_token_id if objective == "clm" and tok.eos_token_id is not None else tok.sep_token_id
+    if sep is None:
+        sep = tok.eos_token_id
+    if sep is None:
+        raise ValueError(f"tokenizer {tok.name_or_path!r} has neither an eos nor a sep token to separate documents")
+    return sep
+
+
+def token_ids(tok, docs, sep: int, file: Path) -> np.ndarray:
+    """All documents tokenized, each followed by `sep`, as a memory-mapped 1-D .npy at `file`
+    (computed once). Chunks stream to a raw file first so paper-scale corpora never sit in RAM;
+    the .npy header is written once the length is known."""
+    if not file.exists():
+        dtype = np.dtype(np.uint16 if len(tok) <= np.iinfo(np.uint16).max else np.int32)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        raw, tmp = file.with_suffix(".bin.tmp"), file.with_suffix(".npy.tmp")
+        n, chunk = 0, []
+        backend = getattr(tok, "backend_tokenizer", None)
+
+        def flush(out):
+            nonlocal n
+            if backend is not None:  # the Rust tokenizer directly: no offsets, no per-encoding Python objects
+                ids = [e.ids + [sep] for e in backend.encode_batch_fast(chunk, add_special_tokens=False)]
+            else:
+                ids = [d + [sep] for d in tok(chunk, add_special_tokens=False)["input_ids"]]
+            total = sum(map(len, ids))
+            out.write(np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=total).tobytes())
+            n += total
+            chunk.clear()
+
+        with open(raw, "wb") as out:
+            for doc in docs:
+                chunk.append(doc)
+                if len(chunk) == ENCODE_CHUNK:
+                    flush(out)
+            if chunk:
+                flush(out)
+        with open(tmp, "wb") as out, open(raw, "rb") as src:
+            np.lib.format.write_array_header_1_0(
+                out, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)})
+            shutil.copyfileobj(src, out, 1 << 24)
+        os.replace(tmp, file)
+        raw.unlink()
+    return np.load(file, mmap_mode="r")
+
+
+# -------------------------------------------------------------------------------------- the data
+
+class TextData(PretrainData):
+    """Token blocks of a tokenized corpus; item i of a split is block i of its flat id array."""
+
+    kind = "text"
+
+    def __init__(self, objective: str, tokenizer, train_ids: np.ndarray, valid_ids: np.ndarray, seq_len: int):
+        self.objective, self.tokenizer, self.seq_len = objective, tokenizer, seq_len
+        self.vocab_size = len(tokenizer)
+        self.ids = {"train": train_ids, "valid": valid_ids}
+        if objective == "mlm":
+            missing = [t for t in ("cls_token", "sep_token", "mask_token") if getattr(tokenizer, t) is None]
+            if missing:
+                raise ValueError(f"tokenizer {tokenizer.name_or_path!r} lacks {missing} needed for MLM")
+            if seq_len < 3:
+                raise ValueError("MLM needs seq_len >= 3 ([CLS] x [SEP])")
+        self.block = seq_len - 2 if objective == "mlm" else seq_len  # content tokens per item
+        self.n_train, self.n_valid = len(train_ids) // self.block, len(valid_ids) // self.block
+        for split, n in (("train", self.n_train), ("valid", self.n_valid)):
+            if n == 0:
+                raise ValueError(f"{split} split has {len(self.ids[split])} tokens: shorter than one block of {self.block}")
+
+    def blocks(self, split: str, indices: np.ndarray) -> torch.Tensor:
+        """Unmasked input ids [B, seq_len] of items `indices` (MLM: wrapped in [CLS] ... [SEP])."""
+        ids, L = self.ids[split], self.block
+        rows = torch.from_numpy(np.stack([np.asarray(ids[i * L:(i + 1) * L], dtype=np.int64) for i in indices]))
+        if self.objective == "mlm":
+            col = lambda t: torch.full((len(indices), 1), t, dtype=torch.long)  # noqa: E731
+            rows = torch.cat([col(self.tokenizer.cls_token_id), rows, col(self.tokenizer.sep_token_id)], dim=1)
+        return rows
+
+    def make_batch(self, split: str, indices: np.ndarray, rng_seed: int) -> dict[str, torch.Tensor]:
+        ids = self.blocks(split, indices)
+        if self.objective == "clm":
+            return {"input_ids": ids, "labels": ids.clone()}
+        from transformers import DataCollatorForLanguageModeling
+        # A fresh collator per batch, seeded through its own `seed` argument: it then draws from a private
+        # torch.Generator, so the mask depends only on (seed, step) and the global RNG is untouched.
+        collator = DataCollatorForLanguageModeling(self.tokenizer, mlm=True, mlm_probability=MLM_PROBABILITY,
+                                                   seed=rng_seed, return_tensors="pt")
+        out = collator(list(ids))
+        return {"input_ids": out["input_ids"], "attention_mask": torch.ones_like(ids), "labels": out["labels"]}
+
+
+def load_text_data(source: str, objective: str, *, seq_len: int = 128, vocab_size: int | None = None,
+                   tokenizer: str | None = None, path: str | None = None, cache_dir: str | None = None) -> TextData:
+    tokenizer = tokenizer or ("wordpiece" if objective == "mlm" else "bytelevel_bpe")
+    cache_root = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE.expanduser()
+    tok, ids_dir = load_tokenizer(tokenizer, objective, source, path, vocab_size, cache_root)
+    sep = _separator(tok, objective)
+    # Keyed by the tokenizer's full serialisation: a retrained or edited tokenizer never reuses stale ids.
+    backend = getattr(tok, "backend_tokenizer", None)
+    tok_hash = hashlib.sha1((backend.to_str() if backend else repr(tok)).encode()).hexdigest()[:10]
+    ids = {split: token_ids(tok, iter_documents(source, split, path, cache_root=cache_root), sep,
+                            ids_dir / f"ids-{split}-{tok_hash}-{sep}.npy")
+           for split in ("train", "valid")}
+    return TextData(objective, tok, ids["train"], ids["valid"], seq_len)

@@ -1,0 +1,160 @@
+"""Image pretraining data for the vision transformers (DeiT, CaiT): classification batches.
+
+Three sources, smallest first: scikit-learn's handwritten digits (8x8 gray, 10 classes, 1797 images,
+embedded: the tiny scale), Debian's Fashion-MNIST (28x28 gray, 10 classes, 60k/10k: the mini scale,
+from the idx files of `dataset-fashion-mnist`), and ImageNet-1k (the paper) as an ImageFolder with
+train/ and val/ or through `datasets`. The small sources sit in memory as uint8 and are scaled,
+resized and normalised per batch; ImageNet is decoded per batch with the standard DeiT-style
+resize/crop/flip/normalise transforms, the random ones seeded from (seed, step) under a forked RNG
+so batches stay a pure function of their arguments (see tasks/data/__init__.py).
+"""
+from __future__ import annotations
+
+import gzip
+import struct
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import PretrainData
+
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"  # where Debian's dataset-fashion-mnist installs it
+DIGITS_VALID_FRACTION = 0.2  # the last 20% of load_digits is held out
+IMAGENET_SIZE = 224
+IMAGENET_EVAL_CROP = 0.875  # resize to size/0.875 then centre-crop, as DeiT and timm do
+
+
+class TensorImageData(PretrainData):
+    """A small gray-scale dataset held in memory: uint8 images [N, H, W] per split, integer labels."""
+
+    kind, objective, in_chans = "image", "image", 1
+
+    def __init__(self, images: dict[str, torch.Tensor], labels: dict[str, torch.Tensor], scale: float,
+                 num_classes: int, image_size: int | None):
+        self.images, self.labels, self.scale = images, labels, scale
+        self.native_size = images["train"].shape[-1]
+        self.image_size = image_size or self.native_size
+        self.num_classes = num_classes
+        self.n_train, self.n_valid = len(images["train"]), len(images["valid"])
+        # Normalise with the training split's own statistics (one gray channel), as DeiT does for ImageNet.
+        train = images["train"].float() / scale
+        self.mean, self.std = float(train.mean()), float(train.std())
+
+    def make_batch(self, split: str, indices: np.ndarray, rng_seed: int) -> dict[str, torch.Tensor]:
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        x = self.images[split][idx].float().div_(self.scale).unsqueeze(1)  # [B, 1, H, W] in [0, 1]
+        if self.image_size != self.native_size:
+            # antialias only matters when shrinking; it is a no-op guard when growing
+            x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False,
+                              antialias=self.image_size < self.native_size)
+        return {"pixel_values": (x - self.mean) / self.std, "labels": self.labels[split][idx].clone()}
+
+
+def load_digits_data(image_size: int | None = None) -> TensorImageData:
+    from sklearn.datasets import load_digits
+    digits = load_digits()
+    images = torch.from_numpy(digits.images.astype(np.uint8))  # values 0..16
+    labels = torch.from_numpy(digits.target.astype(np.int64))
+    n_valid = int(len(images) * DIGITS_VALID_FRACTION)
+    cut = len(images) - n_valid  # deterministic split: no shuffling, so every run holds out the same images
+    return TensorImageData({"train": images[:cut], "valid": images[cut:]}, {"train": labels[:cut], "valid": labels[cut:]},
+                           scale=16.0, num_classes=10, image_size=image_size)
+
+
+def _read_idx(file: Path) -> np.ndarray:
+    """An idx file (the MNIST format: zero, zero, dtype code, ndim, big-endian dims, data)."""
+    with (gzip.open if file.suffix == ".gz" else open)(file, "rb") as f:
+        data = f.read()
+    if data[:2] != b"\x00\x00" or data[2] != 0x08:
+        raise ValueError(f"{file} is not an unsigned-byte idx file")
+    ndim = data[3]
+    dims = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def load_fashion_mnist_data(path: str | None = None, image_size: int | None = None) -> TensorImageData:
+    root = Path(path or FASHION_MNIST_DIR).expanduser()
+
+    def find(prefix: str) -> Path:
+        for name in (f"{prefix}-ubyte.gz", f"{prefix}-ubyte"):
+            if (root / name).exists():
+                return root / name
+        raise FileNotFoundError(
+            f"Fashion-MNIST not found: looked for {prefix}-ubyte[.gz] in {root}; install it with "
+            f"`apt-get install dataset-fashion-mnist` (puts it in {FASHION_MNIST_DIR}) or pass path=DIR holding the idx files")
+
+    arrays = {split: (_read_idx(find(f"{p}-images-idx3")), _read_idx(find(f"{p}-labels-idx1")))
+              for split, p in (("train", "train"), ("valid", "t10k"))}
+    return TensorImageData({s: torch.from_numpy(a[0].copy()) for s, a in arrays.items()},
+                           {s: torch.from_numpy(a[1].astype(np.int64)) for s, a in arrays.items()},
+                           scale=255.0, num_classes=10, image_size=image_size)
+
+
+class ImageNetData(PretrainData):
+    """ImageNet-style RGB data decoded per batch; `items[split](i)` returns (PIL image, label)."""
+
+    kind, objective, in_chans = "image", "image", 3
+
+    def __init__(self, items: dict, lengths: dict[str, int], num_classes: int, image_size: int | None):
+        import torchvision.transforms as T
+        from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+        self.items, self.num_classes = items, num_classes
+        self.image_size = size = image_size or IMAGENET_SIZE
+        self.n_train, self.n_valid = lengths["train"], lengths["valid"]
+        norm = [T.ToTensor(), T.Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)]
+        bicubic = T.InterpolationMode.BICUBIC
+        self.transforms = {
+            "train": T.Compose([T.RandomResizedCrop(size, interpolation=bicubic), T.RandomHorizontalFlip(), *norm]),
+            "valid": T.Compose([T.Resize(int(size / IMAGENET_EVAL_CROP), interpolation=bicubic), T.CenterCrop(size), *norm]),
+        }
+
+    def make_batch(self, split: str, indices: np.ndarray, rng_seed: int) -> dict[str, torch.Tensor]:
+        transform, pixels, labels = self.transforms[split], [], []
+        # torchvision's random transforms draw from the global RNG: fork it, seed it from (seed, step),
+        # and it is restored on exit, so callers' randomness is untouched and the batch is reproducible.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(rng_seed)
+            for i in indices:
+                image, label = self.items[split](int(i))
+                pixels.append(transform(image.convert("RGB")))
+                labels.append(label)
+        return {"pixel_values": torch.stack(pixels), "labels": torch.tensor(labels, dtype=torch.long)}
+
+
+def load_imagenet_data(path: str | None = None, image_size: int | None = None) -> ImageNetData:
+    if path is not None:
+        from torchvision.datasets import ImageFolder
+        root = Path(path).expanduser()
+        if not (root / "train").is_dir() or not (root / "val").is_dir():
+            raise FileNotFoundError(f"ImageNet folder {root} needs train/ and val/ subdirectories (ImageFolder layout)")
+        folders = {"train": ImageFolder(str(root / "train")), "valid": ImageFolder(str(root / "val"))}
+        if folders["train"].classes != folders["valid"].classes:
+            raise ValueError(f"train/ and val/ under {root} have different class folders")
+
+        def getter(folder):
+            return lambda i: (folder.loader(folder.samples[i][0]), folder.samples[i][1])
+        return ImageNetData({s: getter(f) for s, f in folders.items()}, {s: len(f) for s, f in folders.items()},
+                            len(folders["train"].classes), image_size)
+    from datasets import load_dataset  # the paper's data through the hub (gated: needs an accepted licence)
+    splits = {"train": load_dataset("ILSVRC/imagenet-1k", split="train"),
+              "valid": load_dataset("ILSVRC/imagenet-1k", split="validation")}
+
+    def hub_getter(ds):
+        def get(i):
+            row = ds[i]  # one row access decodes the image once
+            return row["image"], row["label"]
+        return get
+    return ImageNetData({s: hub_getter(d) for s, d in splits.items()}, {s: len(d) for s, d in splits.items()},
+                        splits["train"].features["label"].num_classes, image_size)
+
+
+def load_image_data(source: str, *, image_size: int | None = None, path: str | None = None) -> PretrainData:
+    if source == "digits":
+        return load_digits_data(image_size)
+    if source == "fashion_mnist":
+        return load_fashion_mnist_data(path, image_size)
+    if source == "imagenet":
+        return load_imagenet_data(path, image_size)
+    raise ValueError(f"unknown image source {source!r}; known: digits, fashion_mnist, imagenet")

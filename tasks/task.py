@@ -1,0 +1,107 @@
+"""Task: a model pair + pretraining data + recipe + evaluation suite, at one scale (DESIGN.md §5).
+
+A task is a frozen dataclass so that a run record can hold it whole and a resumed run can check it is
+continuing the same thing.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from models import ModelSpec, build_model, check_growable, get_family
+from models.flops import backward_flops
+
+SCALES = ("paper", "mini", "tiny")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Optimisation recipe. Global batch = batch_size x grad_accum (x world size when distributed)."""
+    steps: int
+    batch_size: int
+    lr: float
+    warmup: int
+    seq_len: int = 128            # tokens per sequence (text); ignored for images
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    schedule: str = "linear"      # any transformers.get_scheduler name
+    eval_every: int = 100
+    eval_batches: int = 20
+    log_every: int = 10
+    grad_accum: int = 1
+    bf16: bool = False
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-6
+
+    def with_(self, **changes) -> "Recipe":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    scale: str
+    small: ModelSpec
+    large: ModelSpec
+    data: str                     # pretraining data source, see tasks.data.load_pretrain_data
+    recipe: Recipe                # training the large model
+    small_recipe: Recipe          # pretraining the small model a method grows from
+    tokenizer: str | None = None  # "wordpiece" / "bytelevel_bpe" (trained locally) or a hub name / directory
+    data_path: str | None = None  # local copy of the data set
+    evals: tuple[str, ...] = ()   # evaluation suites (glue, squad, transfer, mini)
+    notes: str = ""               # where a number comes from when the paper does not state it
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self):
+        if self.scale not in SCALES:
+            raise ValueError(f"unknown scale '{self.scale}'; known: {', '.join(SCALES)}")
+        check_growable(self.small, self.large)
+
+    @property
+    def family(self) -> str:
+        return self.large.family
+
+    @property
+    def objective(self) -> str:
+        return get_family(self.family).objective
+
+    def build_small(self):
+        return build_model(self.small)
+
+    def build_large(self):
+        return build_model(self.large)
+
+    def small_task(self) -> "Task":
+        """The task of pretraining the small model itself (what a growth method starts from)."""
+        return dataclasses.replace(self, name=f"{self.name}:small", large=self.small, recipe=self.small_recipe)
+
+    def with_(self, **changes) -> "Task":
+        return dataclasses.replace(self, **changes)
+
+    def seq_len(self) -> int:
+        return self.recipe.seq_len if get_family(self.family).objective != "image" else 0
+
+    def train_flops(self, batch_size: int | None = None, spec: ModelSpec | None = None) -> float:
+        """Analytic FLOPs of one training step (forward + backward) of the large model."""
+        fwd = get_family(self.family).forward_flops(spec or self.large, batch_size or self.recipe.batch_size,
+                                                    self.recipe.seq_len)
+        return fwd.total + backward_flops(fwd)
+
+    @cached_property
+    def _data(self):
+        from tasks.data import load_pretrain_data
+        image = get_family(self.family).objective == "image"
+        return load_pretrain_data(
+            self.data, get_family(self.family).objective, seq_len=self.recipe.seq_len,
+            vocab_size=None if image else self.large.vocab, tokenizer=self.tokenizer,
+            image_size=self.large.image_size if image else None, path=self.data_path)
+
+    def pretrain_data(self):
+        """The pretraining data (loaded once per task object, tokenizers cached on disk)."""
+        return self._data
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.pop("extra")
+        return d
