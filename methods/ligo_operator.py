@@ -154,16 +154,26 @@ class LigoOperator(nn.Module):
             p.copy_(weights(key) if callable(weights) else weights)
 
     @torch.no_grad()
-    def set_width(self, width: WidthMatrices, block_sources: list[int] | None = None) -> None:
-        """Copy a fixed width operator in. With depth_first the matrices are per *large* layer: large layer l
-        takes `width(..., block_sources[l])`, the small layer it starts as a copy of."""
+    def set_width(self, width: WidthMatrices | None, block_sources: list[int] | None = None) -> None:
+        """Copy a fixed width operator in (None: the identity, for equal widths). With depth_first the
+        matrices are per *large* layer: large layer l takes `width(..., block_sources[l])`, the small layer
+        it starts as a copy of."""
+        def make(space, role, section, layer, n1, n2):
+            if width is None:
+                if n1 != n2:
+                    raise ValueError(f"no width operator given, but space {space} grows ({n1} -> {n2})")
+                return torch.eye(n1)
+            if self.order == "depth_first" and section == "blocks" and layer is not None and block_sources:
+                layer = block_sources[layer]
+            return width(space, role, section, layer)
+        self._fill_width(make)
+
+    @torch.no_grad()
+    def _fill_width(self, make) -> None:
         for key, (space, role, section, layer, n1, n2) in self.slots.items():
             if key not in self.width:
                 continue
-            src = layer
-            if self.order == "depth_first" and section == "blocks" and layer is not None and block_sources:
-                src = block_sources[layer]
-            m = width(space, role, section, src)
+            m = make(space, role, section, layer, n1, n2)
             if tuple(m.shape) != (n2, n1):
                 raise ValueError(f"width matrix for {key} has shape {tuple(m.shape)}, expected {(n2, n1)}")
             self.width[key].copy_(m if self.width_form == "full" else m[n1:])
@@ -193,7 +203,7 @@ class LigoOperator(nn.Module):
             self.set_width(net2net_width(self.small_spec, self.large, torch.Generator().manual_seed(seed)),
                            block_sources=sources)
         else:
-            self.set_width(random_width(torch.Generator().manual_seed(seed)))
+            self._fill_width(random_width(torch.Generator().manual_seed(seed)))
         return self
 
     @classmethod
@@ -204,7 +214,7 @@ class LigoOperator(nn.Module):
         op = cls(small, large, **options)
         sources = depth_sources if depth_sources is not None else list(range(small.spec.layers))
         op.set_depth(depth_weights(sources, small.spec.layers))
-        op.set_width(width or identity_width, block_sources=sources)
+        op.set_width(width, block_sources=sources)
         return op
 
     def _device(self):
@@ -214,20 +224,9 @@ class LigoOperator(nn.Module):
         return next(iter(self.depth.values())).dtype if len(self.depth) else torch.float32
 
 
-def identity_width(space, role, section, layer) -> torch.Tensor:
-    raise ValueError("no width operator given, but the pair grows in width")
-
-
-def random_width(gen: torch.Generator) -> WidthMatrices:
-    """Official `normalized_uniform_init`: [I; C] with every new row ~ U(0, 1), normalised to sum 1."""
-    def make(space, role, section, layer, _cache={}):
-        raise NotImplementedError
-    return _RandomWidth(gen)
-
-
-class _RandomWidth:
-    def __init__(self, gen: torch.Generator):
-        self.gen = gen
-
-    def __call__(self, space, role, section, layer):
-        raise NotImplementedError
+def random_width(gen: torch.Generator):
+    """Official `normalized_uniform_init` (width "rand"): [I; C], every new row ~ U(0, 1) normalised to sum 1."""
+    def make(space, role, section, layer, n1, n2):
+        new = torch.rand(n2 - n1, n1, generator=gen)
+        return torch.cat([torch.eye(n1), new / new.sum(-1, keepdim=True)])
+    return make

@@ -4,11 +4,12 @@ Large block l copies small block l mod L1 — the small stack repeated on top of
 grows in width, width is grown first by the configured operator (default Net2Net FPI) and recorded in
 `describe()`. Not function-preserving.
 
-StackBERT resets the optimizer at each growth. Here the grown model always starts training with a fresh
-optimizer (the trainer builds one for the large model), so the reset needs no stage of its own.
+StackBERT resets the optimizer at each growth. The grown model always starts with a fresh optimizer (the
+trainer builds one per stage), so the one stage only marks `reset_optimizer` for the record.
 """
 from __future__ import annotations
 
+from methods.base import Stage
 from methods.depth import CopyDepthMethod, stack_sources
 from methods.registry import register_method
 
@@ -19,3 +20,6 @@ class StackBert(CopyDepthMethod):
 
     def sources(self, L1, L2):
         return stack_sources(L1, L2)
+
+    def stages(self, task, total_steps):
+        return [Stage("train", total_steps, reset_optimizer=True)]

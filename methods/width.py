@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from models.canonical import IN, OUT, RESIDUAL, Canonical, WidthMatrices, grow_width
+from models.canonical import IN, OUT, RESIDUAL, Canonical, grow_width
 from models.spec import ModelSpec
 
 INDEX_MAPS = ("balanced", "uniform")

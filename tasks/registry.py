@@ -117,7 +117,7 @@ PAIRS: dict[str, tuple[str, dict, str]] = {
                          "mini": (_pair(4, 64, 1), _pair(4, 128, 2)),
                          "tiny": (_pair(2, 32, 1), _pair(2, 64, 2))}, ""),
     "cait_xs_s": ("cait", {"paper": (_pair(24, 288, 6), _pair(24, 384, 8)),
-                           "mini": (_pair(4, 96, 2), _pair(4, 144, 3)),
+                           "mini": (_pair(4, 144, 3), _pair(4, 192, 4)),
                            "tiny": (_pair(1, 48, 2), _pair(2, 72, 3), )},
                   "paper App. C.2 (CaiT-XS24 -> CaiT-S24); tiny grows depth too so every method has depth to grow"),
 }

@@ -85,6 +85,14 @@ def test_tokenizer_trains_on_train_split_only(tmp_path, monkeypatch):
     assert seen["docs"] == train
 
 
+@pytest.mark.parametrize("kind", ["wordpiece", "bytelevel_bpe"])
+def test_tokenizer_training_is_reproducible(kind):
+    # Two machines training the same tokenizer must agree on every id, or cached runs would not transfer.
+    lines = [line.strip() for line in treebank.penn["train"].split("\n")[:3000] if line.strip()]
+    first, second = (text_mod._train_tokenizer(kind, 300, iter(lines)) for _ in range(2))
+    assert first.to_str() == second.to_str() and first.get_vocab_size() <= 300
+
+
 # -------------------------------------------------------------------------------- text batches
 
 def test_train_batch_is_a_pure_function_of_seed_and_step(ptb_mlm, cache):
@@ -98,6 +106,17 @@ def test_train_batch_is_a_pure_function_of_seed_and_step(ptb_mlm, cache):
     # A freshly loaded object (what a resumed run builds) gives the very same batch.
     fresh = load_pretrain_data("ptb", "mlm", seq_len=SEQ, vocab_size=VOCAB, tokenizer="wordpiece", cache_dir=str(cache))
     assert _same(b, fresh.train_batch(3, 8, seed=0))
+
+
+def test_mlm_batch_is_the_same_in_a_worker_process(ptb_mlm, monkeypatch):
+    # The HF collator seeds by worker id (or refuses) outside the main process; ours must not care.
+    import transformers.data.data_collator as dc
+    expected = ptb_mlm.train_batch(2, 4, seed=0)
+
+    class Worker:
+        name = "SpawnPoolWorker-1"
+    monkeypatch.setattr(dc.mp, "current_process", lambda: Worker())
+    assert _same(expected, ptb_mlm.train_batch(2, 4, seed=0))
 
 
 def test_mlm_batch_masking(ptb_mlm):

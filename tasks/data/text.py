@@ -17,6 +17,7 @@ import itertools
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -117,8 +118,13 @@ def _train_tokenizer(kind: str, vocab_size: int, docs):
         tok.normalizer = normalizers.BertNormalizer(lowercase=True)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=WORDPIECE_SPECIALS)
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=WORDPIECE_SPECIALS,
+                                              show_progress=sys.stderr.isatty())
         tok.train_from_iterator(docs, trainer)
+        # The trainer numbers tokens in hash-map order, so two trainings on the same text give different
+        # ids. WordPiece tokenization never looks at ids: renumber canonically so every machine agrees.
+        learned = sorted(set(tok.get_vocab()) - set(WORDPIECE_SPECIALS), key=lambda t: (t.startswith("##"), len(t), t))
+        tok.model = models.WordPiece({t: i for i, t in enumerate(WORDPIECE_SPECIALS + learned)}, unk_token="[UNK]")
         cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
@@ -128,7 +134,7 @@ def _train_tokenizer(kind: str, vocab_size: int, docs):
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=BYTELEVEL_SPECIALS,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=sys.stderr.isatty())
         tok.train_from_iterator(docs, trainer)
         return tok
     raise ValueError(f"unknown tokenizer kind {kind!r}; known: {', '.join(TRAINED_TOKENIZERS)}")
@@ -266,9 +272,12 @@ class TextData(PretrainData):
             return {"input_ids": ids, "labels": ids.clone()}
         from transformers import DataCollatorForLanguageModeling
         # A fresh collator per batch, seeded through its own `seed` argument: it then draws from a private
-        # torch.Generator, so the mask depends only on (seed, step) and the global RNG is untouched.
+        # torch.Generator, so the mask depends only on (seed, step) and the global RNG is untouched. Its
+        # generator is made here rather than lazily, because the lazy path adds the DataLoader worker id to
+        # the seed (and refuses to run in other subprocesses): a batch must not depend on who builds it.
         collator = DataCollatorForLanguageModeling(self.tokenizer, mlm=True, mlm_probability=MLM_PROBABILITY,
                                                    seed=rng_seed, return_tensors="pt")
+        collator.generator = collator.get_generator(rng_seed)
         out = collator(list(ids))
         return {"input_ids": out["input_ids"], "attention_mask": torch.ones_like(ids), "labels": out["labels"]}
 

@@ -1,0 +1,172 @@
+"""LiGO: Learned Linear Growth Operator (Wang et al., "Learning to Grow Pretrained Models for Efficient
+Transformer Training", ICLR 2023; §3.2-3.4, Appendices A and B.1; DESIGN.md §4).
+
+`fit` trains the operator of methods/ligo_operator.py for `fit_steps` (100) steps on the *large* model's
+pretraining objective: materialise the large canonical weights from the (constant) small ones ->
+`family.state_from_canonical` -> `family.loss(skeleton, batch, params=state)` (torch.func.functional_call) ->
+backward into the operator only. `grow` then materialises once more, under no_grad, into a plain large
+model that trains as usual. With `fit_steps=0` LiGO is its initial operator, fixed.
+
+Defaults follow the paper (width first, full matrices, tied in/out, one depth w per module type); the
+official code (VITA-Group/LiGO, ligo.py) is available option by option: order="depth_first",
+width_form="identity_prefix", separate_bias_depth=True, depth_init="stackbert_noisy", width_init="random".
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from methods.base import Config, GrowthMethod
+from methods.depth import small_canonical
+from methods.ligo_operator import DEPTH_INITS, WIDTH_INITS, LigoOperator, check_choice
+from methods.registry import register_method
+from models import get_family
+from models.canonical import Canonical
+from models.flops import backward_flops
+
+
+@dataclass
+class LigoConfig(Config):
+    fit_steps: int = 100                 # paper §3.2 "e.g., 100 iterations"; the official README's --max_steps 100
+    order: str = "width_first"           # paper Alg. 1 | "depth_first" (official code)
+    width_form: str = "full"             # B [D2, D1] | "identity_prefix" (official: [I; C], only C learned)
+    tie_in_out: bool = True              # §3.3 tying (A = B of the consumed space); False: separate A's
+    separate_bias_depth: bool = False    # official: every module with a bias has separate weight/bias w
+    depth_init: str = "stackbert"        # | "interpolation" | "stackbert_noisy" (official README)
+    width_init: str = "net2net"          # | "random" (official README: normalised uniform rows)
+    init_noise: float = 0.03             # official --fuse_init_noise default (stackbert_noisy)
+    seed: int = 0                        # operator init (Net2Net maps: the same seed gives net2net's maps)
+    # Optimiser of the operator fit: official run_grow_distributed.py `train` (transformers AdamW over every
+    # operator coefficient -- none matches its no-decay names -- eps from --adam_epsilon 1e-6, clip
+    # --max_grad_norm 1.0, get_linear_schedule_with_warmup) with configs/bert_wiki.txt (lr 2e-4, wd 0.1).
+    # That config also sets warmup_steps 10000, which the README's 100-step grow command does not override:
+    # the official fit then only ramps lr from 0 to 2e-6. We default to no warmup (lr 2e-4 decaying linearly
+    # to 0 over the fit); warmup_steps=10000 reproduces the official command exactly.
+    lr: float = 2e-4
+    weight_decay: float = 0.1
+    adam_eps: float = 1e-6
+    adam_betas: tuple = (0.9, 0.999)
+    max_grad_norm: float = 1.0
+    warmup_steps: int = 0
+
+
+def batch_shape(batch: dict) -> tuple[int, int]:
+    """(inputs, tokens per input) of a training batch; images have no sequence (forward_flops ignores it)."""
+    if "input_ids" in batch:
+        return tuple(batch["input_ids"].shape[:2])
+    return batch["pixel_values"].shape[0], 0
+
+
+def materialise_flops(operator: LigoOperator, small: Canonical) -> float:
+    """Matmul FLOPs of one materialisation, forward and backward into the operator, as FlopCounterMode counts
+    them. The backward is driven by a probe scalar whose own ops (mul, sum) are not matmuls, so the count is
+    exactly what the fit step's backward spends in the operator (the large model's part is analytic)."""
+    params = [p for p in operator.parameters() if p.requires_grad]
+    with FlopCounterMode(display=False) as counter:
+        large = operator(small)
+        probe = sum((t * 1.0).sum() for *_, t in large.items() if t.requires_grad)
+        if params and torch.is_tensor(probe):
+            torch.autograd.grad(probe, params, allow_unused=True)
+    return float(counter.get_total_flops())
+
+
+@register_method("ligo")
+class Ligo(GrowthMethod):
+    Config = LigoConfig
+    preserves_function = False           # learned: neither the init nor the fit claims function preservation
+
+    def __init__(self, config=None, **overrides):
+        super().__init__(config, **overrides)
+        c = self.config
+        check_choice("depth_init", c.depth_init, DEPTH_INITS)
+        check_choice("width_init", c.width_init, WIDTH_INITS)
+        if c.fit_steps < 0:
+            raise ValueError(f"fit_steps must be >= 0, got {c.fit_steps}")
+        self.operator: LigoOperator | None = None
+        self._pair = None                # (small spec, large spec) the operator was built for
+        self.fit_loss: list[float] = []
+        self.flops_per_step: float | None = None
+        self.materialise_flops: float | None = None
+
+    # -- the operator ------------------------------------------------------------------------------------------
+    def build_operator(self, canon: Canonical, task) -> LigoOperator:
+        """The operator at its initialisation (kept: `fit` trains it, `grow` uses it)."""
+        c = self.config
+        if self.operator is None or self._pair != (task.small, task.large):
+            op = LigoOperator(canon, task.large, order=c.order, width_form=c.width_form,
+                              tie_in_out=c.tie_in_out, separate_bias_depth=c.separate_bias_depth)
+            self.operator = op.init_(c.depth_init, c.width_init, c.init_noise, c.seed)
+            self._pair = (task.small, task.large)
+            self.fit_loss, self.flops_per_step = [], None
+        return self.operator.to(next(iter(canon.embed.values())).device)
+
+    # -- fit ---------------------------------------------------------------------------------------------------
+    def fit(self, small, task, batches, ledger) -> None:
+        if self.config.fit_steps == 0:
+            return
+        c, family = self.config, get_family(task.family)
+        canon = small_canonical(small, task)
+        device = next(iter(canon.embed.values())).device
+        op = self.build_operator(canon, task)
+        with torch.random.fork_rng(devices=[]):     # the skeleton's random init must not shift the run's RNG
+            skeleton = family.build(task.large).to(device)
+        skeleton.train()                            # official fit runs model.train(): dropout on
+        for p in skeleton.parameters():             # only its structure and buffers are used
+            p.requires_grad_(False)
+        optimizer = torch.optim.AdamW(op.parameters(), lr=c.lr, betas=tuple(c.adam_betas), eps=c.adam_eps,
+                                      weight_decay=c.weight_decay)
+        from transformers import get_linear_schedule_with_warmup
+        schedule = get_linear_schedule_with_warmup(optimizer, c.warmup_steps, c.fit_steps)
+        self.materialise_flops = materialise_flops(op, canon)
+        model_flops: dict[tuple, float] = {}
+        for step in range(c.fit_steps):
+            try:
+                batch = next(batches)
+            except StopIteration:
+                raise RuntimeError(f"the fit batches ran out after {step} of {c.fit_steps} steps") from None
+            batch = {k: v.to(device) for k, v in batch.items()}
+            state = family.state_from_canonical(op(canon))
+            loss = family.loss(skeleton, batch, params=state)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if c.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(op.parameters(), c.max_grad_norm)
+            optimizer.step()
+            schedule.step()
+            self.fit_loss.append(float(loss.detach()))
+            # the large model's forward + backward (weights receive gradients, which flow on into the operator:
+            # every layer "trains") plus the materialisation's own forward + backward
+            shape = batch_shape(batch)
+            if shape not in model_flops:
+                fwd = family.forward_flops(task.large, *shape)
+                model_flops[shape] = fwd.total + backward_flops(fwd)
+            self.flops_per_step = model_flops[shape] + self.materialise_flops
+            ledger.add("fit", self.flops_per_step)
+
+    # -- grow --------------------------------------------------------------------------------------------------
+    def grow(self, small, task):
+        canon = small_canonical(small, task)
+        op = self.build_operator(canon, task)
+        with torch.no_grad():
+            large = op(canon)
+        return get_family(task.family).from_canonical(large)
+
+    # -- records -----------------------------------------------------------------------------------------------
+    def describe(self):
+        d = super().describe()
+        d["config"]["adam_betas"] = list(self.config.adam_betas)
+        if self.operator is not None:
+            d["operator"] = {"parameters": sum(p.numel() for p in self.operator.parameters()),
+                             "width_slots": len(self.operator.slots), "depth_types": list(self.operator.depth)}
+        return d
+
+    def artifacts(self):
+        if self.operator is None:
+            return {}
+        return {"ligo_operator.pt": {k: v.detach().cpu() for k, v in self.operator.state_dict().items()},
+                "ligo_fit.json": {"loss": list(self.fit_loss), "flops_per_step": self.flops_per_step,
+                                  "materialise_flops": self.materialise_flops,
+                                  "config": dataclasses.asdict(self.config)}}

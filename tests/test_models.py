@@ -1,0 +1,120 @@
+"""Contract tests for every registered model family (a new family is covered for free)."""
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from models import FAMILIES, ModelSpec, build_model, from_canonical, get_family, to_canonical
+from models.flops import backward_flops
+from tasks import get_task, list_tasks
+
+TINY = {"bert": "bert_small_base", "roberta": "roberta_small_base", "gpt2": "gpt2_base_medium",
+        "vit": "deit_s_b", "cait": "cait_xs_s"}
+
+
+def test_every_family_has_a_tiny_task():
+    assert set(TINY) == set(FAMILIES)
+
+
+def fake_batch(spec: ModelSpec, batch=3, seq=16):
+    g = torch.Generator().manual_seed(0)
+    if get_family(spec.family).objective == "image":
+        return {"pixel_values": torch.randn(batch, spec.in_chans, spec.image_size, spec.image_size, generator=g),
+                "labels": torch.randint(0, spec.classes, (batch,), generator=g)}
+    ids = torch.randint(4, spec.vocab, (batch, seq), generator=g)
+    labels = ids.clone()
+    if get_family(spec.family).objective == "mlm":
+        labels[:, ::2] = -100
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
+    return {"input_ids": ids, "labels": labels}
+
+
+def specs():
+    for family, task in TINY.items():
+        t = get_task(task, "tiny")
+        yield pytest.param(t.small, id=f"{family}-small")
+        yield pytest.param(t.large, id=f"{family}-large")
+        yield pytest.param(t.large.with_(layers=3, ffn=100), id=f"{family}-custom")
+
+
+@pytest.mark.parametrize("spec", specs())
+def test_round_trip_is_exact(spec):
+    torch.manual_seed(0)
+    model = build_model(spec)
+    again = from_canonical(to_canonical(model))
+    a, b = model.state_dict(), again.state_dict()
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert get_family(spec.family).spec_of(again) == spec
+
+
+@pytest.mark.parametrize("spec", specs())
+def test_canonical_axes_match_shapes(spec):
+    canon = to_canonical(build_model(spec))
+    sizes = {"D": spec.hidden, "Q": spec.hidden, "K": spec.hidden, "V": spec.hidden, "F": spec.ffn, "H": spec.heads}
+    for section, _, key, t in canon.items():
+        axes = canon.axes(section, key)
+        assert len(axes) == t.dim(), (section, key)
+        for size, tag in zip(t.shape, axes):
+            if tag is not None:
+                assert size == sizes[tag[0]], (section, key, tag)
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_analytic_training_flops_match_flop_counter(family):
+    spec = get_task(TINY[family], "tiny").large
+    torch.manual_seed(0)
+    model = build_model(spec).train()
+    batch = fake_batch(spec)
+    fam = get_family(family)
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        fam.loss(model, batch).backward()
+    b, t = (batch["input_ids"].shape if "input_ids" in batch else (batch["labels"].shape[0], 0))
+    fwd = fam.forward_flops(spec, b, t)
+    analytic = fwd.total + backward_flops(fwd)
+    assert analytic == pytest.approx(counter.get_total_flops(), rel=0.02)
+
+
+PAPER_PARAMS = {  # published sizes (BERT/RoBERTa with their MLM heads, no pooler)
+    ("bert_small_base", "large"): 110e6, ("bert_base_large", "large"): 335e6,
+    ("roberta_small_base", "large"): 125e6, ("gpt2_base_medium", "small"): 124e6,
+    ("gpt2_base_medium", "large"): 355e6, ("gpt2_medium_xl", "large"): 1558e6,
+    ("deit_s_b", "small"): 22e6, ("deit_s_b", "large"): 86.6e6,
+    ("cait_xs_s", "small"): 26.6e6, ("cait_xs_s", "large"): 46.9e6,
+}
+TABLE4 = {  # paper Table 4: layers, hidden, heads, vocab (or image size), sequence length (or patch size)
+    "bert_small_base": ((6, 512, 8, 30522, 128), (12, 768, 12, 30522, 128)),
+    "roberta_small_base": ((6, 512, 8, 50265, 128), (12, 768, 12, 50265, 128)),
+    "gpt2_base_medium": ((12, 768, 12, 50257, 1024), (24, 1024, 16, 50257, 1024)),
+    "deit_s_b": ((12, 384, 6, 224, 16), (12, 768, 12, 224, 16)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TABLE4))
+def test_paper_specs_match_table_4(name):
+    task = get_task(name, "paper")
+    for spec, want in zip((task.small, task.large), TABLE4[name]):
+        fifth = spec.patch_size if spec.image_size else task.recipe.seq_len
+        fourth = spec.image_size or spec.vocab
+        assert (spec.layers, spec.hidden, spec.heads, fourth, fifth) == want
+
+
+@pytest.mark.parametrize("name,which", sorted(PAPER_PARAMS))
+def test_paper_scale_parameter_counts_on_meta_device(name, which):
+    spec = getattr(get_task(name, "paper"), which)
+    with torch.device("meta"):
+        model = get_family(spec.family).build(spec)
+    count = sum(p.numel() for p in model.parameters())
+    assert count == pytest.approx(PAPER_PARAMS[name, which], rel=0.01)
+    assert all(p.is_meta for p in model.parameters())
+
+
+@pytest.mark.parametrize("name", list_tasks())
+def test_mini_scale_keeps_paper_shape_ratios(name):
+    paper, mini = get_task(name, "paper"), get_task(name, "mini")
+    assert mini.small.head_dim == mini.large.head_dim
+    depth = lambda t: t.large.layers / t.small.layers
+    assert depth(mini) == depth(paper)
+    width = lambda t: t.large.hidden / t.small.hidden
+    assert width(mini) == pytest.approx(width(paper), rel=0.1)
