@@ -86,6 +86,9 @@ def main(argv=None) -> int:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="list methods and tasks")
     args = p.parse_args(argv)
+    if args.scale in ("mini", "tiny"):
+        # the embedded scales never need the Hugging Face hub; offline mode spares a long look-up time-out
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     try:
         if args.list:

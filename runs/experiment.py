@@ -21,7 +21,7 @@ from methods import get_method
 from methods.base import GrowthMethod
 from models import get_family
 from runs.ledger import FlopsLedger
-from runs.record import CONFIG, SUMMARY, RunWriter, read_metrics, write_json_atomic
+from runs.record import CONFIG, SUMMARY, RunExistsError, RunWriter, read_metrics, write_json_atomic
 from runs.trainer import CHECKPOINT, evaluate, load_checkpoint, train
 
 OUT_ROOT = Path(os.environ.get("GROWBENCH_OUT", Path(__file__).resolve().parent / "out"))
@@ -117,6 +117,9 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
     config = {"task": _jsonable(task.to_dict()), "method": _jsonable(method.describe()), "seed": seed,
               "flops_convention": FLOPS_CONVENTION, "environment": environment(device), "argv": sys.argv,
               "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    if (out / CONFIG).exists() and not (resume or overwrite):
+        raise RunExistsError(f"run directory {out} already holds a run; pass --resume to continue it "
+                             "or --overwrite to replace it")
     resuming = resume and (out / CONFIG).exists()
     if resuming:
         check_resumable(out, config)

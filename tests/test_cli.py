@@ -1,0 +1,72 @@
+"""The CLI end to end at tiny scale: every paper task runs, records are readable, bad input is refused."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import run
+from runs.record import load_run
+from tasks import list_tasks
+
+
+def call(*args) -> int:
+    return run.main(list(args))
+
+
+@pytest.mark.parametrize("task", list_tasks())
+def test_scratch_tiny_runs_for_every_task(task, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert call("--method", "scratch", "--task", task, "--scale", "tiny", "--out", str(out), "--quiet") == 0
+    assert f"record: {out}" in capsys.readouterr().out
+    record = load_run(out)
+    assert record.complete and record.method == "scratch" and record.task == task
+    flops = [row["flops"] for row in record.metrics]
+    assert flops[0] == 0 and all(b > a for a, b in zip(flops, flops[1:]))
+    assert record.summary["flops"] == flops[-1]
+    assert [r["step"] for r in record.metrics if "eval_loss" in r][-1] == record.config["task"]["recipe"]["steps"]
+    assert (out / "model").is_dir()
+
+
+def test_growth_method_pretrains_and_caches_the_small_model(tmp_path, capsys):
+    args = ("--method", "stackbert", "--task", "bert_depth_only", "--scale", "tiny", "--quiet")
+    assert call(*args, "--out", str(tmp_path / "a")) == 0
+    assert "pretraining the small model first" in capsys.readouterr().err
+    assert call(*args, "--out", str(tmp_path / "b")) == 0
+    assert "pretraining the small model first" not in capsys.readouterr().err
+    small = load_run(tmp_path / "b").config["small"]
+    assert small["source"] == "cache" and small["pretrain_flops"] > 0
+
+
+def test_list_names_methods_and_tasks(capsys):
+    assert call("--list") == 0
+    text = capsys.readouterr().out
+    assert "scratch" in text and "bert_small_base" in text and "cait_xs_s" in text
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("--method", "scrach", "--task", "bert_small_base"), "did you mean 'scratch'"),
+    (("--method", "scratch", "--task", "bert_smal_base"), "did you mean 'bert_small_base'"),
+    (("--method", "scratch", "--task", "bert_small_base", "--scale", "huge"), "unknown scale 'huge'"),
+    (("--method", "scratch", "--task", "bert_small_base", "--set", "lrr=1"), "did you mean 'lr'"),
+    (("--method", "scratch", "--task", "bert_small_base", "--set", "lr"), "malformed --set 'lr'"),
+    (("--method", "scratch", "--task", "bert_small_base", "--set", "steps=abc"), "expected int"),
+    (("--method", "scratch", "--task", "bert_small_base", "--steps", "0"), "--steps must be positive"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, needle, tmp_path, capsys):
+    out = tmp_path / "never"
+    assert call(*args, "--scale" if "--scale" not in args else "--seed", "tiny" if "--scale" not in args else "0",
+                "--out", str(out)) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1 and err.startswith("error: ")
+    assert not out.exists()
+
+
+def test_existing_run_directory_is_not_clobbered(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ("--method", "scratch", "--task", "bert_small_base", "--scale", "tiny", "--out", str(out), "--quiet")
+    assert call(*args) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert call(*args) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
