@@ -30,33 +30,68 @@ def parse_value(text: str):
     return text
 
 
+def coerce(key: str, raw: str, current):
+    """Parse a --set value and check it has the type of the field it replaces."""
+    value = parse_value(raw)
+    expected = type(current)
+    if current is None or isinstance(current, (list, tuple, dict)):
+        return value
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise ValueError(f"--set {key}={raw}: expected {expected.__name__}")
+    return value
+
+
 def apply_settings(task, method_cls, settings: list[str]):
-    """Split --set key=value pairs into recipe changes, task changes and method config overrides."""
+    """Split --set key=value pairs into recipe changes, task changes, model-spec changes (`small.layers=3`,
+    `large.hidden=256`: a custom pair) and method config overrides."""
     from methods.base import config_fields
+    from models.family import unknown
     recipe_keys = {f.name for f in dataclasses.fields(task.recipe)}
+    spec_keys = {f"{which}.{f.name}" for which in ("small", "large") for f in dataclasses.fields(task.small)
+                 if f.name != "family"}
     task_keys = {"data_path", "tokenizer"}
-    method_keys = set(config_fields(method_cls))
-    recipe, task_changes, method = {}, {}, {}
+    fields = config_fields(method_cls)
+    recipe, specs, task_changes, method = {}, {"small": {}, "large": {}}, {}, {}
     for item in settings:
         if "=" not in item or not item.split("=", 1)[0]:
             raise ValueError(f"malformed --set '{item}'; expected key=value, e.g. --set lr=1e-4")
         key, raw = item.split("=", 1)
-        value = parse_value(raw)
-        if key in method_keys:
-            method[key] = value
+        if key in fields:
+            default = fields[key].default if fields[key].default is not dataclasses.MISSING else None
+            method[key] = coerce(key, raw, default)
         elif key in recipe_keys:
-            expected = type(getattr(task.recipe, key))
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-                raise ValueError(f"--set {key}={raw}: expected {expected.__name__}")
-            recipe[key] = value
+            recipe[key] = coerce(key, raw, getattr(task.recipe, key))
+        elif key in spec_keys:
+            which, name = key.split(".")
+            specs[which][name] = coerce(key, raw, getattr(getattr(task, which), name))
         elif key in task_keys:
             task_changes[key] = raw
         else:
-            from models.family import unknown
-            raise KeyError(unknown("key", key, recipe_keys | task_keys | method_keys))
+            from runs.strategies import FIELDS as strategy_keys
+            raise KeyError(unknown("key", key, recipe_keys | task_keys | spec_keys | set(fields) | set(strategy_keys)))
+    for which, changes in specs.items():
+        if changes:
+            spec = getattr(task, which)
+            if "hidden" in changes and "ffn" not in changes:
+                changes["ffn"] = 4 * changes["hidden"]       # keep the 4x convention unless ffn is given
+            task_changes[which] = spec.with_(**changes)
     return task.with_(recipe=task.recipe.with_(**recipe), **task_changes), method
+
+
+def split_strategies(settings: list[str]):
+    """Take the training-strategy keys (layer_drop, token_drop, staged, ...: runs/strategies.py) out of --set.
+    They compose with any method, so they belong neither to the recipe nor to a method's config."""
+    from runs.strategies import FIELDS, strategies_from_settings
+    rest, chosen = [], {}
+    for item in settings:
+        key, _, raw = item.partition("=")
+        if key in FIELDS and raw:
+            chosen[key] = parse_value(raw)
+        else:
+            rest.append(item)
+    return rest, strategies_from_settings(chosen)
 
 
 def list_everything() -> str:
@@ -85,7 +120,16 @@ def main(argv=None) -> int:
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="list methods and tasks")
+    p.add_argument("--eval", action="store_true", help="evaluate downstream after training (tasks/evals)")
+    p.add_argument("--evaluate", metavar="RUN_DIR", help="evaluate an existing run downstream; --set KEY=VALUE "
+                   "then sets evaluation options (epochs, lr, batch_size, seeds=0,1,2, max_train, data_dir, ...)")
+    p.add_argument("--suite", help="evaluation suites, comma-separated: glue, squad, transfer, adapters, mini "
+                   "(default: mini at mini/tiny scale, the task's suites at paper scale)")
+    p.add_argument("--only", help="evaluate only these tasks of the suites, e.g. --only sst2,cola")
     args = p.parse_args(argv)
+    if args.evaluate:
+        return evaluate_main(args)
+    from runs.trainer import NonFiniteLoss
     if args.scale in ("mini", "tiny"):
         # the embedded scales never need the Hugging Face hub; offline mode spares a long look-up time-out
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -97,6 +141,8 @@ def main(argv=None) -> int:
         if not args.method or not args.task:
             raise ValueError("--method and --task are required (see --list)")
         import torch
+        import transformers
+        transformers.utils.logging.disable_progress_bar()   # weight loading/saving bars would drown the run's own
         from methods import METHODS, get_method
         from models.family import unknown
         from runs.experiment import run_experiment
@@ -104,7 +150,10 @@ def main(argv=None) -> int:
         if args.method not in METHODS:
             raise KeyError(unknown("method", args.method, METHODS))
         task = get_task(args.task, scale=args.scale)
-        task, method_options = apply_settings(task, METHODS[args.method], args.settings)
+        from tasks.evals import split_settings
+        train_settings, eval_settings = split_settings(args.settings, evaluate_only=False)
+        train_settings, strategies = split_strategies(train_settings)
+        task, method_options = apply_settings(task, METHODS[args.method], train_settings)
         if args.steps is not None:
             if args.steps <= 0:
                 raise ValueError(f"--steps must be positive, got {args.steps}")
@@ -116,13 +165,23 @@ def main(argv=None) -> int:
         if args.resume and args.overwrite:
             raise ValueError("--resume and --overwrite contradict each other; give one")
         method = get_method(args.method, **method_options)
+        if args.eval:   # checked before training, so that a typo costs nothing and writes nothing
+            from models import get_family
+            from tasks.evals import prepare
+            kind = "image" if get_family(task.family).objective == "image" else "text"
+            evaluation = prepare(kind, task.scale, task.evals, args.suite, args.only, eval_settings, args.device)
+        elif args.suite or args.only:
+            raise ValueError("--suite/--only need --eval or --evaluate RUN_DIR")
         out = run_experiment(task, method, seed=args.seed, device=args.device, out=args.out, small=args.small,
                              resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
-                             log=lambda msg: print(msg, file=sys.stderr))
+                             log=lambda msg: print(msg, file=sys.stderr), strategies=strategies)
     except (KeyError, ValueError, FileNotFoundError, FileExistsError) as e:
         msg = e.args[0] if e.args else str(e)
         print(f"error: {msg}", file=sys.stderr)
         return 2
+    except NonFiniteLoss as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     from runs.record import load_run
     run = load_run(out)
     s = run.summary or {}
@@ -130,6 +189,42 @@ def main(argv=None) -> int:
     print(f"record: {out}")
     print(f"final eval loss {s.get('eval_loss', float('nan')):.4f}{acc}; {s.get('flops', 0):.3e} FLOPs; "
           f"{s.get('wall', 0):.1f} s training")
+    if args.eval:
+        from tasks.evals import run_and_report
+        try:
+            print(run_and_report(out, *evaluation, log=lambda msg: print(msg, file=sys.stderr)))
+        except (KeyError, ValueError, OSError, ImportError) as e:
+            print(f"error: evaluation: {e.args[0] if e.args else e}", file=sys.stderr)
+            return 2
+    return 0
+
+
+def evaluate_main(args) -> int:
+    """--evaluate RUN_DIR: downstream evaluation of a finished run; eval.json is written only on success."""
+    import json
+    from pathlib import Path
+    config = Path(args.evaluate) / "config.json"
+    try:   # offline unless the run is paper scale (read before transformers is imported: it reads the flag once)
+        scale = json.loads(config.read_text())["task"]["scale"]
+    except (OSError, ValueError, KeyError, TypeError):
+        scale = None
+    if scale != "paper":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
+    try:
+        if args.method or args.task or args.eval:
+            raise ValueError("--evaluate RUN_DIR evaluates an existing run: give no --method/--task/--eval")
+        if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
+            raise ValueError(f"unknown device '{args.device}'; known: cpu, cuda")
+        from tasks.evals import Pretrained, prepare, run_and_report, split_settings
+        pre = Pretrained.from_run(args.evaluate)
+        _, settings = split_settings(args.settings, evaluate_only=True)
+        evaluation = prepare(pre.kind, pre.task.get("scale"), pre.task.get("evals"), args.suite, args.only,
+                             settings, args.device)
+        print(run_and_report(args.evaluate, *evaluation, log=log))
+    except (KeyError, ValueError, OSError, ImportError) as e:
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -129,6 +129,17 @@ def _clone(model: nn.Module) -> nn.Module:
     return copy.deepcopy(model)
 
 
+def exported_family(directory: Path) -> str | None:
+    """The family an exported model directory holds: HF configs name it `model_type`, growbench's timm
+    exports `family`. None when there is no readable config."""
+    import json
+    try:
+        config = json.loads((Path(directory) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config.get("family") or config.get("model_type")
+
+
 def to_canonical(model: nn.Module) -> Canonical:
     return family_of(model).to_canonical(model)
 

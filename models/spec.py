@@ -37,6 +37,12 @@ class ModelSpec:
     def head_dim(self) -> int:
         return self.hidden // self.heads
 
+    def short(self) -> str:
+        """A one-line description for messages: 'bert 6L/512H/8 heads, ffn 2048'."""
+        size = f"{self.family} {self.layers}L/{self.hidden}H/{self.heads} heads, ffn {self.ffn}"
+        extra = (f", vocab {self.vocab}" if self.vocab else "") + (f", image {self.image_size}" if self.image_size else "")
+        return size + extra + (f", {self.class_layers} class layers" if self.class_layers else "")
+
     def with_(self, **changes) -> "ModelSpec":
         return replace(self, **changes)
 

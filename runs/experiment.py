@@ -20,8 +20,10 @@ import torch
 from methods import get_method
 from methods.base import GrowthMethod
 from models import get_family
+from models.family import exported_family
 from runs.ledger import FlopsLedger
 from runs.record import CONFIG, SUMMARY, RunExistsError, RunWriter, read_metrics, write_json_atomic
+from runs.strategies import Strategies, apply_strategies
 from runs.trainer import CHECKPOINT, evaluate, load_checkpoint, train
 
 OUT_ROOT = Path(os.environ.get("GROWBENCH_OUT", Path(__file__).resolve().parent / "out"))
@@ -30,8 +32,9 @@ FLOPS_CONVENTION = ("analytic matmul FLOPs, 2 per multiply-add; backward = 2x fo
 PACKAGES = ("torch", "transformers", "timm", "tokenizers", "datasets", "numpy")
 
 
-def default_out(task, method: GrowthMethod, seed: int) -> Path:
-    return OUT_ROOT / f"{task.name}-{task.scale}" / f"{method.name}-s{seed}"
+def default_out(task, method: GrowthMethod, seed: int, strategies: Strategies | None = None) -> Path:
+    tag = strategies.tag() if strategies is not None else ""
+    return OUT_ROOT / f"{task.name}-{task.scale}" / f"{method.name}{tag}-s{seed}"
 
 
 def environment(device: torch.device) -> dict:
@@ -69,6 +72,10 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
         small_dir = Path(small_dir)
         if not small_dir.is_dir():
             raise FileNotFoundError(f"--small {small_dir}: no such directory (give an HF/timm model directory)")
+        found = exported_family(small_dir)
+        if found != task.family:
+            raise ValueError(f"--small {small_dir} holds a {found or 'unrecognised'} model, but task {task.name} "
+                             f"grows a {task.family} model (give a {task.family} save_pretrained/export directory)")
         try:
             model = family.load(small_dir)
         except Exception as e:
@@ -76,7 +83,8 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
                              f"({type(e).__name__}); expected an HF save_pretrained / timm export directory") from None
         spec = family.spec_of(model) if family.owns(model) else None
         if spec != task.small:
-            raise ValueError(f"--small {small_dir} holds {spec} but task {task.name} needs {task.small}")
+            raise ValueError(f"--small {small_dir} holds {spec.short() if spec else 'another model'}, but task "
+                             f"{task.name} needs {task.small.short()}")
         return model, {"path": str(small_dir), "pretrain_flops": None, "source": "given"}
     cache = small_cache_dir(task, seed)
     if not (cache / SUMMARY).exists():
@@ -93,10 +101,17 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
 def check_resumable(out: Path, config: dict) -> None:
     old = json.loads((out / CONFIG).read_text())
     for key in ("task", "method"):
-        if _jsonable(old.get(key)) != _jsonable(config[key]):
-            name = (old.get(key) or {}).get("name")
-            raise ValueError(f"{out} holds a run of another {key} ('{name}'); resume needs the same {key} "
-                             "and configuration, or use --overwrite / another --out")
+        before, now = _jsonable(old.get(key)) or {}, _jsonable(config[key])
+        if before.get("name") != now.get("name"):
+            raise ValueError(f"{out} holds a run of another {key} ('{before.get('name')}', not '{now.get('name')}'); "
+                             "resume needs the same one, or use --overwrite / another --out")
+        if before != now:
+            differ = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+            raise ValueError(f"{out} holds a run of {key} '{now['name']}' with another configuration "
+                             f"(differs in: {', '.join(differ)}); resume needs the same settings")
+    if _jsonable(old.get("strategies")) != _jsonable(config.get("strategies")):
+        raise ValueError(f"{out} holds a run with other training strategies ({old.get('strategies')}); "
+                         "resume needs the same --set layer_drop/token_drop/staged settings")
 
 
 def truncate_metrics(out: Path, step: int) -> None:
@@ -110,13 +125,16 @@ def truncate_metrics(out: Path, step: int) -> None:
 
 def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", out: Path | None = None,
                    small: Path | None = None, resume: bool = False, overwrite: bool = False,
-                   progress: bool = True, log=print) -> Path:
+                   progress: bool = True, log=print, strategies: Strategies | None = None) -> Path:
     device = torch.device(device)
-    out = Path(out) if out is not None else default_out(task, method, seed)
+    out = Path(out) if out is not None else default_out(task, method, seed, strategies)
+    method = apply_strategies(method, strategies)     # staged training wraps the method's stages
     family = get_family(task.family)
     config = {"task": _jsonable(task.to_dict()), "method": _jsonable(method.describe()), "seed": seed,
               "flops_convention": FLOPS_CONVENTION, "environment": environment(device), "argv": sys.argv,
               "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    if strategies is not None and strategies.active:
+        config["strategies"] = strategies.record()
     if (out / CONFIG).exists() and not (resume or overwrite):
         raise RunExistsError(f"run directory {out} already holds a run; pass --resume to continue it "
                              "or --overwrite to replace it")
@@ -129,11 +147,14 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
     checkpoint = load_checkpoint(out / CHECKPOINT) if resuming and (out / CHECKPOINT).exists() else None
     data = task.pretrain_data()        # loads (and on first use trains the tokenizer) before anything is written
     small_model = small_info = None
-    if method.needs_small and checkpoint is None:
+    if method.needs_small and (checkpoint is None or method.trains_with_small):
         small_model, small_info = resolve_small(task, seed, small, device, log, progress)
     config["small"] = small_info
     if resuming and checkpoint is None:
         resuming = False               # nothing to continue from: start over in the same directory
+    if checkpoint is not None:
+        # before the writer opens metrics.jsonl for appending: truncation replaces the file
+        truncate_metrics(out, checkpoint["state"]["step"])
     writer = RunWriter(out, config, resume=resuming, overwrite=overwrite or (resume and not resuming))
     try:
         ledger = FlopsLedger()
@@ -152,11 +173,15 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             writer.log(row)
             _save_artifacts(out, method)
         else:
-            truncate_metrics(out, checkpoint["state"]["step"])
-            large = task.build_large()
+            # the shape the checkpoint's stage had (MSLT changes depth); KI takes its teacher back here
+            stage = method.stages(task, task.recipe.steps)[checkpoint["stage"]]
+            large = method.resume_model(small_model, task, stage)
         result = train(large, task, method, data, ledger, writer, seed=seed, device=device,
-                       resume_from=checkpoint, progress=progress)
+                       resume_from=checkpoint, progress=progress, strategies=strategies)
+        _save_artifacts(out, method)   # again: some appear during training (staged training's depth step)
         family.export(result["model"].cpu(), out / "model")
+        if getattr(data, "tokenizer", None) is not None:  # fine-tuning (tasks/evals) needs the same tokenizer
+            data.tokenizer.save_pretrained(out / "model")
         last = result["last"]
         summary = {"step": result["state"].step, "units": result["state"].units, "wall": result["state"].wall,
                    "flops": ledger.total, "flops_by_phase": ledger.as_dict(),

@@ -20,9 +20,10 @@ from transformers import get_scheduler
 
 from methods.base import GrowthMethod, Stage
 from models import get_family
-from models.flops import backward_flops
+from models.flops import backward_flops, ran_forward
 from runs.ledger import FlopsLedger
 from runs.record import RunWriter
+from runs.strategies import BlockRunner, Strategies
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -126,10 +127,34 @@ def load_checkpoint(path):
         raise ValueError(f"corrupt checkpoint {path}: {type(e).__name__}") from None
 
 
+def micro_step(model, family, method: GrowthMethod, runner: BlockRunner, batch: dict, stage: Stage, step: int,
+               total: int, index: int, ledger: FlopsLedger, recipe) -> float:
+    """Forward and backward of micro-batch `index`; charges the FLOPs of what ran: the blocks the strategies
+    kept, on the tokens they kept, frozen blocks forward only. Returns the loss."""
+    with runner.forward(model, batch, stage, step, total, index) as ran:
+        with torch.autocast(batch_device(batch).type, dtype=torch.bfloat16, enabled=recipe.bf16):
+            loss = family.loss(model, batch)
+            loss = method.extra_loss(model, batch, loss, step, total, ledger)
+    (loss / recipe.grad_accum).backward()
+    b, t = batch_dims(batch)
+    fwd, trainable = ran_forward(family.forward_flops(model_spec(model, family), b, t), ran.tokens,
+                                 stage.trainable_blocks)
+    ledger.add("forward", fwd.total)
+    ledger.add("backward", backward_flops(fwd, trainable))
+    return loss.item()
+
+
+def batch_device(batch: dict) -> torch.device:
+    return next(iter(batch.values())).device
+
+
 def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: RunWriter, *, seed: int,
-          device: torch.device, resume_from: dict | None = None, progress: bool = True) -> dict:
-    """Train `model` on `task`'s recipe; returns the final metrics row. Logs to `writer`, checkpoints beside it."""
+          device: torch.device, resume_from: dict | None = None, progress: bool = True,
+          strategies: Strategies | None = None) -> dict:
+    """Train `model` on `task`'s recipe; returns the final metrics row. Logs to `writer`, checkpoints beside it.
+    `strategies`: layer and token dropping, applied to every training forward (runs/strategies.py)."""
     recipe, family = task.recipe, get_family(task.family)
+    runner = BlockRunner(family, strategies, seed)
     stages = method.stages(task, recipe.steps)
     total = sum(s.steps for s in stages)
     state = TrainState()
@@ -139,13 +164,17 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
     optimizer = make_optimizer(model, recipe)
     scheduler = get_scheduler(recipe.schedule, optimizer, num_warmup_steps=recipe.warmup, num_training_steps=total)
     if resume_from is not None:
-        stage_index, stage = stage_at(stages, resume_from["state"]["step"])
+        # continue in the stage the checkpoint was written in (its model shape and trainable set); a boundary
+        # right after it is crossed by the loop below, exactly as in the uninterrupted run
+        stage_index = resume_from["stage"]
+        stage = stages[stage_index]
         model = method.enter_stage(model, stage, task).to(device)
         set_trainable(model, family, stage)
         model.load_state_dict(resume_from["model"])
         optimizer = make_optimizer(model, recipe)
-        optimizer.load_state_dict(resume_from["optimizer"])
         scheduler = get_scheduler(recipe.schedule, optimizer, num_warmup_steps=recipe.warmup, num_training_steps=total)
+        # optimizer state after the scheduler is built: building it resets every group's lr to step 0's
+        optimizer.load_state_dict(resume_from["optimizer"])
         scheduler.load_state_dict(resume_from["scheduler"])
         state = TrainState(**resume_from["state"])
         ledger.counts.update(resume_from["ledger"])
@@ -173,19 +202,11 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         step_loss = 0.0
-        trainable = stage.trainable_blocks
         for micro in range(recipe.grad_accum):
-            batch = to_device(data.train_batch(state.step * recipe.grad_accum + micro, recipe.batch_size, seed),
-                              device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.bf16):
-                loss = family.loss(model, batch)
-                loss = method.extra_loss(model, batch, loss, state.step, total, ledger)
-            (loss / recipe.grad_accum).backward()
-            step_loss += loss.item() / recipe.grad_accum
-            b, t = batch_dims(batch)
-            fwd = family.forward_flops(model_spec(model, family), b, t)
-            ledger.add("forward", fwd.total)
-            ledger.add("backward", backward_flops(fwd, None if trainable is None else set(trainable)))
+            index = state.step * recipe.grad_accum + micro
+            batch = to_device(data.train_batch(index, recipe.batch_size, seed), device)
+            step_loss += micro_step(model, family, method, runner, batch, stage, state.step, total, index, ledger,
+                                    recipe) / recipe.grad_accum
             state.units += data.units(batch)
         if not math.isfinite(step_loss):
             raise NonFiniteLoss(f"loss became {step_loss} at step {state.step}; the last good checkpoint "

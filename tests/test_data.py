@@ -17,6 +17,7 @@ import treebank  # noqa: E402
 
 from tasks.data import PretrainData, batch_indices, load_pretrain_data  # noqa: E402
 from tasks.data import text as text_mod  # noqa: E402
+from tasks.data import vision as vision_mod  # noqa: E402
 
 SEQ, VOCAB = 64, 1000
 
@@ -185,12 +186,15 @@ def test_local_text_corpus_and_saved_tokenizer(ptb_mlm, tmp_path):
     corpus.mkdir()
     (corpus / "train.txt").write_text("\n".join(lines[:1300]) + "\n")
     (corpus / "valid.txt").write_text("\n".join(lines[1300:]) + "\n")
+    (corpus / "wiki.test.tokens").write_text("xylophonequartet\n" * 50)  # a test split: never trained on
     wiki = load_pretrain_data("wikipedia", "mlm", seq_len=32, vocab_size=300, tokenizer="bytelevel_bpe",
                               path=str(corpus), cache_dir=str(tmp_path / "cache"))
     assert 0 < wiki.vocab_size <= 300 and wiki.tokenizer.mask_token == "<mask>"
     b = wiki.train_batch(0, 4, seed=0)
     assert b["input_ids"].shape == (4, 32) and bool((b["input_ids"][:, 0] == wiki.tokenizer.cls_token_id).all())
     assert wiki.n_valid > 0 and len(wiki.eval_batches(4, 1)) == 1
+    train_text = wiki.tokenizer.decode(wiki.ids["train"].tolist())
+    assert lines[5] in train_text and lines[1400] not in train_text and "xylophonequartet" not in train_text
 
     # A saved tokenizer directory goes through AutoTokenizer (the code path of hub names).
     saved = tmp_path / "saved-tokenizer"
@@ -245,7 +249,16 @@ def test_fashion_mnist_reads_idx_files(tmp_path):
     data = load_pretrain_data("fashion_mnist", "image", path=str(tmp_path))
     assert (data.n_train, data.n_valid, data.image_size, data.num_classes) == (30, 10, 28, 10)
     b = data.train_batch(0, 8, seed=0)
-    assert b["pixel_values"].shape == (8, 1, 28, 28) and abs(float(data.eval_batches(10, 1)[0]["labels"].sum()) - 45) < 1e-9
+    assert b["pixel_values"].shape == (8, 1, 28, 28)
+    assert data.eval_batches(10, 1)[0]["labels"].tolist() == list(range(10))  # t10k files are the held-out split
+
+
+@pytest.mark.skipif(not os.path.isdir(vision_mod.FASHION_MNIST_DIR), reason="dataset-fashion-mnist not installed")
+def test_fashion_mnist_debian_package():
+    data = load_pretrain_data("fashion_mnist", "image", image_size=32)
+    assert (data.n_train, data.n_valid, data.num_classes, data.image_size) == (60_000, 10_000, 10, 32)
+    b = data.train_batch(0, 8, seed=0)
+    assert b["pixel_values"].shape == (8, 1, 32, 32) and abs(float(b["pixel_values"].mean())) < 1.0
 
 
 def test_imagenet_folder_batches_are_deterministic(tmp_path):

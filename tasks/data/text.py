@@ -29,7 +29,7 @@ TRAINED_TOKENIZERS = ("wordpiece", "bytelevel_bpe")
 WORDPIECE_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 BYTELEVEL_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", "<|endoftext|>"]
 MLM_PROBABILITY = 0.15
-DEFAULT_CACHE = Path("~/.cache/growbench/tokenizers")
+DEFAULT_CACHE = "~/.cache/growbench"  # tokenizers go to <root>/tokenizers; $GROWBENCH_CACHE overrides the root
 # Paper-scale knobs. Wikipedia has no validation split: hold out its first articles. C4's train split
 # (~365M documents) is far beyond what the paper's GPT-2 runs consume, so only a prefix is tokenized.
 WIKIPEDIA_VALID_DOCS = 10_000
@@ -42,16 +42,19 @@ ENCODE_CHUNK = 10_000  # documents per tokenizer call
 # ---------------------------------------------------------------------------------------- corpora
 
 def _local_files(path: str) -> tuple[list[str], list[str]]:
-    """(train files, validation files) under a local text path: a file, or a directory whose
-    files named valid*/val* are the validation split."""
+    """(train files, validation files) under a local text path: a file, or a directory in which
+    files with a name part valid/validation/val/dev (valid.txt, wiki.valid.tokens) are the validation
+    split, files with a part "test" are left alone, and all others are training text."""
     p = Path(path).expanduser()
     if p.is_file():
         return [str(p)], []
     if not p.is_dir():
         raise FileNotFoundError(f"text corpus path {p} does not exist")
-    files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
-    valid = [str(f) for f in files if re.match(r"(valid|val)", f.name, re.I)]
-    train = [str(f) for f in files if str(f) not in valid]
+    train, valid = [], []
+    for f in sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")):
+        parts = set(re.split(r"[._-]", f.name.lower()))
+        if "test" not in parts:
+            (valid if parts & {"valid", "validation", "val", "dev"} else train).append(str(f))
     if not train:
         raise FileNotFoundError(f"no training text files under {p}")
     return train, valid
@@ -91,7 +94,8 @@ def _hf_split(source: str, split: str, path: str | None, cache_root: Path | None
         train, valid = _local_files(path)
         files = {"train": train, **({"validation": valid} if valid else {})}
         # The arrow copy of local files lives with our other caches, not in the global HF cache.
-        ds = load_dataset("text", data_files=files, cache_dir=str(cache_root / "datasets") if cache_root else None)
+        cache = str(cache_root / "datasets") if cache_root else None
+        ds = load_dataset("text", data_files=files, cache_dir=cache)
         if valid:
             return ds["train" if split == "train" else "validation"]
         # No validation file: the last LOCAL_VALID_FRACTION of lines is held out (deterministic).
@@ -123,8 +127,10 @@ def _train_tokenizer(kind: str, vocab_size: int, docs):
         tok.train_from_iterator(docs, trainer)
         # The trainer numbers tokens in hash-map order, so two trainings on the same text give different
         # ids. WordPiece tokenization never looks at ids: renumber canonically so every machine agrees.
-        learned = sorted(set(tok.get_vocab()) - set(WORDPIECE_SPECIALS), key=lambda t: (t.startswith("##"), len(t), t))
-        tok.model = models.WordPiece({t: i for i, t in enumerate(WORDPIECE_SPECIALS + learned)}, unk_token="[UNK]")
+        learned = sorted(set(tok.get_vocab()) - set(WORDPIECE_SPECIALS),
+                         key=lambda t: (t.startswith("##"), len(t), t))
+        tok.model = models.WordPiece({t: i for i, t in enumerate(WORDPIECE_SPECIALS + learned)},
+                                     unk_token="[UNK]")
         cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
@@ -134,7 +140,8 @@ def _train_tokenizer(kind: str, vocab_size: int, docs):
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=BYTELEVEL_SPECIALS,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=sys.stderr.isatty())
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                      show_progress=sys.stderr.isatty())
         tok.train_from_iterator(docs, trainer)
         return tok
     raise ValueError(f"unknown tokenizer kind {kind!r}; known: {', '.join(TRAINED_TOKENIZERS)}")
@@ -148,8 +155,8 @@ def _wrap(raw, kind: str, objective: str):
         return PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", pad_token="[PAD]",
                                        cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
     if objective == "mlm":  # RoBERTa: <s> x </s>
-        raw.post_processor = processors.RobertaProcessing(("</s>", raw.token_to_id("</s>")), ("<s>", raw.token_to_id("<s>")),
-                                                          add_prefix_space=False)
+        raw.post_processor = processors.RobertaProcessing(
+            ("</s>", raw.token_to_id("</s>")), ("<s>", raw.token_to_id("<s>")), add_prefix_space=False)
         return PreTrainedTokenizerFast(tokenizer_object=raw, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
                                        pad_token="<pad>", cls_token="<s>", sep_token="</s>", mask_token="<mask>")
     # GPT-2: no added tokens; <|endoftext|> ends documents and doubles as padding.
@@ -173,8 +180,9 @@ def load_tokenizer(tokenizer: str, objective: str, source: str, path: str | None
             limit = None if key == "ptb" or path is not None else TOKENIZER_TRAIN_DOCS
             raw = _train_tokenizer(tokenizer, vocab_size, iter_documents(source, "train", path, limit, cache_root))
             tdir.mkdir(parents=True, exist_ok=True)
-            raw.save(str(file) + ".tmp")
-            os.replace(str(file) + ".tmp", file)  # atomic: concurrent runs never read half a file
+            tmp = f"{file}.{os.getpid()}.tmp"
+            raw.save(tmp)
+            os.replace(tmp, file)  # atomic: concurrent runs never read half a file
         return _wrap(Tokenizer.from_file(str(file)), tokenizer, objective), tdir
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(tokenizer)
@@ -203,9 +211,17 @@ def token_ids(tok, docs, sep: int, file: Path) -> np.ndarray:
     if not file.exists():
         dtype = np.dtype(np.uint16 if len(tok) <= np.iinfo(np.uint16).max else np.int32)
         file.parent.mkdir(parents=True, exist_ok=True)
-        raw, tmp = file.with_suffix(".bin.tmp"), file.with_suffix(".npy.tmp")
+        # Per-process temporary names: concurrent runs filling the same cache must not share a half-written file.
+        raw, tmp = file.with_suffix(f".bin.{os.getpid()}.tmp"), file.with_suffix(f".npy.{os.getpid()}.tmp")
         n, chunk = 0, []
         backend = getattr(tok, "backend_tokenizer", None)
+        if backend is not None:
+            # A private copy of the Rust tokenizer with truncation/padding off: a hub tokenizer.json may carry
+            # max_length=512, which would silently cut every document.
+            from tokenizers import Tokenizer
+            backend = Tokenizer.from_str(backend.to_str())
+            backend.no_truncation()
+            backend.no_padding()
 
         def flush(out):
             nonlocal n
@@ -284,8 +300,12 @@ class TextData(PretrainData):
 
 def load_text_data(source: str, objective: str, *, seq_len: int = 128, vocab_size: int | None = None,
                    tokenizer: str | None = None, path: str | None = None, cache_dir: str | None = None) -> TextData:
+    """Text data for `objective` ("mlm"/"clm"). `tokenizer` defaults to wordpiece for MLM and byte-level
+    BPE for CLM; `vocab_size` sizes a trained tokenizer (default 8192 on PTB, 30522/50265 at paper scale)
+    and is ignored for hub/saved tokenizers, whose vocabulary is what it is (`.vocab_size` reports it)."""
     tokenizer = tokenizer or ("wordpiece" if objective == "mlm" else "bytelevel_bpe")
-    cache_root = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE.expanduser()
+    root = Path(os.environ.get("GROWBENCH_CACHE") or DEFAULT_CACHE) / "tokenizers"
+    cache_root = Path(cache_dir or root).expanduser()
     tok, ids_dir = load_tokenizer(tokenizer, objective, source, path, vocab_size, cache_root)
     sep = _separator(tok, objective)
     # Keyed by the tokenizer's full serialisation: a retrained or edited tokenizer never reuses stale ids.
