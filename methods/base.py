@@ -21,11 +21,15 @@ class Stage:
     """A stretch of training: `steps` optimizer steps on `model_from(previous)`, where only the main blocks
     in `trainable_blocks` (None: all parameters) receive gradients; frozen blocks cost forward FLOPs only.
     The trainer rebuilds the optimizer at every stage boundary (the parameter set changes); `reset_optimizer`
-    marks a stage whose method asks for that explicitly, for the record."""
+    marks a stage whose method asks for that explicitly, for the record. Main blocks outside `active_blocks`
+    (None: all) are skipped, input passed through (staged training's sub-network, runs/strategies.py).
+    With `trainable_blocks` set, nothing below the lowest trainable block runs backward: the embeddings
+    train only where every block trains (the output layer always trains, a tied embedding with it)."""
     name: str
     steps: int
     trainable_blocks: frozenset[int] | None = None
     reset_optimizer: bool = False
+    active_blocks: frozenset[int] | None = None
 
 
 @dataclass
@@ -38,6 +42,7 @@ class GrowthMethod(ABC):
     Config: type = Config
     needs_small: bool = True           # False for methods that start from random init (scratch, KI's student)
     preserves_function: bool = False   # True where the method claims it; contract tests then check outputs
+    trains_with_small: bool = False    # the small model is used in training too (KI's teacher): resume reloads it
 
     def __init__(self, config: Config | None = None, **overrides):
         self.config = dataclasses.replace(config or self.Config(), **overrides)
@@ -64,6 +69,12 @@ class GrowthMethod(ABC):
         return task_loss
 
     # -- records and resumption ----------------------------------------------------------------------------
+    def resume_model(self, small: nn.Module | None, task, stage: Stage) -> nn.Module:
+        """The module a checkpoint written during `stage` is loaded into when a run resumes (the trainer then
+        calls enter_stage and load_state_dict). `small` is given where `trains_with_small`. Methods whose
+        model changes shape between stages (MSLT) build that stage's shape."""
+        return task.build_large()
+
     def describe(self) -> dict[str, Any]:
         """What goes into the run record: name and fully resolved config."""
         return {"name": self.name, "config": dataclasses.asdict(self.config)}

@@ -21,7 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical
-from methods.ligo_operator import DEPTH_INITS, WIDTH_INITS, LigoOperator, check_choice
+from methods.ligo_operator import DEPTH_INITS, ORDERS, WIDTH_FORMS, WIDTH_INITS, LigoOperator, check_choice
 from methods.registry import register_method
 from models import get_family
 from models.canonical import Canonical
@@ -39,19 +39,19 @@ class LigoConfig(Config):
     width_init: str = "net2net"          # | "random" (official README: normalised uniform rows)
     init_noise: float = 0.03             # official --fuse_init_noise default (stackbert_noisy)
     seed: int = 0                        # operator init (Net2Net maps: the same seed gives net2net's maps)
-    # Optimiser of the operator fit: official run_grow_distributed.py `train` (transformers AdamW over every
-    # operator coefficient -- none matches its no-decay names -- eps from --adam_epsilon 1e-6, clip
-    # --max_grad_norm 1.0, get_linear_schedule_with_warmup) with configs/bert_wiki.txt (lr 2e-4, wd 0.1).
-    # That config also sets warmup_steps 10000, which the README's 100-step grow command does not override:
-    # the official fit then only ramps lr from 0 to 2e-6. We default to no warmup (lr 2e-4 decaying linearly
-    # to 0 over the fit); warmup_steps=10000 reproduces the official command exactly.
-    lr: float = 2e-4
-    weight_decay: float = 0.1
-    adam_eps: float = 1e-6
-    adam_betas: tuple = (0.9, 0.999)
-    max_grad_norm: float = 1.0
-    warmup_steps: int = 0
-
+    # Optimiser of the operator fit (prefixed fit_ so that `--set lr=...` keeps meaning the training recipe):
+    # official run_grow_distributed.py `train` (transformers AdamW over every operator coefficient -- none
+    # matches its no-decay names -- eps from --adam_epsilon 1e-6, clip --max_grad_norm 1.0,
+    # get_linear_schedule_with_warmup) with configs/bert_wiki.txt (lr 2e-4, weight decay 0.1). That config
+    # also sets warmup_steps 10000, which the README's 100-step grow command does not override: the official
+    # fit then only ramps lr from 0 to 2e-6. We default to no warmup (lr 2e-4 decaying linearly to 0 over
+    # the fit); fit_warmup_steps=10000 reproduces the official command exactly.
+    fit_lr: float = 2e-4
+    fit_weight_decay: float = 0.1
+    fit_adam_eps: float = 1e-6
+    fit_adam_betas: tuple = (0.9, 0.999)
+    fit_max_grad_norm: float = 1.0
+    fit_warmup_steps: int = 0
 
 def batch_shape(batch: dict) -> tuple[int, int]:
     """(inputs, tokens per input) of a training batch; images have no sequence (forward_flops ignores it)."""
@@ -73,6 +73,50 @@ def materialise_flops(operator: LigoOperator, small: Canonical) -> float:
     return float(counter.get_total_flops())
 
 
+class FitSession:
+    """One operator fit: the large skeleton, the optimiser and schedule, and `step(batch)`; `fit` loops over it,
+    bench/ligo_fit_cost.py times single steps of it."""
+
+    def __init__(self, method: "Ligo", small, task):
+        c, self.family, self.task = method.config, get_family(task.family), task
+        self.canon = small_canonical(small, task)
+        self.device = next(iter(self.canon.embed.values())).device
+        self.op = method.build_operator(self.canon, task)
+        with torch.random.fork_rng(devices=[]):     # the skeleton's random init must not shift the run's RNG
+            self.skeleton = self.family.build(task.large).to(self.device)
+        self.skeleton.train()                       # official fit runs model.train(): dropout on
+        for p in self.skeleton.parameters():        # only its structure and buffers are used
+            p.requires_grad_(False)
+        self.optimizer = torch.optim.AdamW(self.op.parameters(), lr=c.fit_lr, betas=tuple(c.fit_adam_betas),
+                                           eps=c.fit_adam_eps, weight_decay=c.fit_weight_decay)
+        from transformers import get_linear_schedule_with_warmup
+        self.schedule = get_linear_schedule_with_warmup(self.optimizer, c.fit_warmup_steps, c.fit_steps)
+        self.max_grad_norm = c.fit_max_grad_norm
+        method.materialise_flops = self.materialise_flops = materialise_flops(self.op, self.canon)
+        self._model_flops: dict[tuple, float] = {}
+
+    def step(self, batch: dict) -> float:
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        state = self.family.state_from_canonical(self.op(self.canon))
+        loss = self.family.loss(self.skeleton, batch, params=state)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.op.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        self.schedule.step()
+        return float(loss.detach())
+
+    def flops(self, batch: dict) -> float:
+        """One step: the large model's forward + backward (its weights get gradients, which flow on into the
+        operator, so every layer counts as trainable) plus the materialisation's own forward + backward."""
+        shape = batch_shape(batch)
+        if shape not in self._model_flops:
+            fwd = self.family.forward_flops(self.task.large, *shape)
+            self._model_flops[shape] = fwd.total + backward_flops(fwd)
+        return self._model_flops[shape] + self.materialise_flops
+
+
 @register_method("ligo")
 class Ligo(GrowthMethod):
     Config = LigoConfig
@@ -81,6 +125,8 @@ class Ligo(GrowthMethod):
     def __init__(self, config=None, **overrides):
         super().__init__(config, **overrides)
         c = self.config
+        check_choice("order", c.order, ORDERS)
+        check_choice("width_form", c.width_form, WIDTH_FORMS)
         check_choice("depth_init", c.depth_init, DEPTH_INITS)
         check_choice("width_init", c.width_init, WIDTH_INITS)
         if c.fit_steps < 0:
@@ -107,43 +153,14 @@ class Ligo(GrowthMethod):
     def fit(self, small, task, batches, ledger) -> None:
         if self.config.fit_steps == 0:
             return
-        c, family = self.config, get_family(task.family)
-        canon = small_canonical(small, task)
-        device = next(iter(canon.embed.values())).device
-        op = self.build_operator(canon, task)
-        with torch.random.fork_rng(devices=[]):     # the skeleton's random init must not shift the run's RNG
-            skeleton = family.build(task.large).to(device)
-        skeleton.train()                            # official fit runs model.train(): dropout on
-        for p in skeleton.parameters():             # only its structure and buffers are used
-            p.requires_grad_(False)
-        optimizer = torch.optim.AdamW(op.parameters(), lr=c.lr, betas=tuple(c.adam_betas), eps=c.adam_eps,
-                                      weight_decay=c.weight_decay)
-        from transformers import get_linear_schedule_with_warmup
-        schedule = get_linear_schedule_with_warmup(optimizer, c.warmup_steps, c.fit_steps)
-        self.materialise_flops = materialise_flops(op, canon)
-        model_flops: dict[tuple, float] = {}
-        for step in range(c.fit_steps):
+        session = FitSession(self, small, task)
+        for step in range(self.config.fit_steps):
             try:
                 batch = next(batches)
             except StopIteration:
-                raise RuntimeError(f"the fit batches ran out after {step} of {c.fit_steps} steps") from None
-            batch = {k: v.to(device) for k, v in batch.items()}
-            state = family.state_from_canonical(op(canon))
-            loss = family.loss(skeleton, batch, params=state)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if c.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(op.parameters(), c.max_grad_norm)
-            optimizer.step()
-            schedule.step()
-            self.fit_loss.append(float(loss.detach()))
-            # the large model's forward + backward (weights receive gradients, which flow on into the operator:
-            # every layer "trains") plus the materialisation's own forward + backward
-            shape = batch_shape(batch)
-            if shape not in model_flops:
-                fwd = family.forward_flops(task.large, *shape)
-                model_flops[shape] = fwd.total + backward_flops(fwd)
-            self.flops_per_step = model_flops[shape] + self.materialise_flops
+                raise RuntimeError(f"the fit batches ran out after {step} of {self.config.fit_steps} steps") from None
+            self.fit_loss.append(session.step(batch))
+            self.flops_per_step = session.flops(batch)
             ledger.add("fit", self.flops_per_step)
 
     # -- grow --------------------------------------------------------------------------------------------------
@@ -157,7 +174,7 @@ class Ligo(GrowthMethod):
     # -- records -----------------------------------------------------------------------------------------------
     def describe(self):
         d = super().describe()
-        d["config"]["adam_betas"] = list(self.config.adam_betas)
+        d["config"]["fit_adam_betas"] = list(self.config.fit_adam_betas)
         if self.operator is not None:
             d["operator"] = {"parameters": sum(p.numel() for p in self.operator.parameters()),
                              "width_slots": len(self.operator.slots), "depth_types": list(self.operator.depth)}

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from methods.depth import depth_weights, interpolate_sources, stack_sources
+from methods.width import check_head_dim, net2net_width
 from models.canonical import IN, OUT, RESIDUAL, Canonical, WidthMatrices, grow_width, mix_depth, space_size
 from models.spec import ModelSpec
 
@@ -176,6 +177,7 @@ class LigoOperator(nn.Module):
             m = make(space, role, section, layer, n1, n2)
             if tuple(m.shape) != (n2, n1):
                 raise ValueError(f"width matrix for {key} has shape {tuple(m.shape)}, expected {(n2, n1)}")
+            # [I; C] keeps only C: a Net2Net in-matrix (prefix diag(1/count), not I) is then not reproduced
             self.width[key].copy_(m if self.width_form == "full" else m[n1:])
 
     @torch.no_grad()
@@ -199,7 +201,10 @@ class LigoOperator(nn.Module):
             self.set_depth(one_hot)
         if width_init == "net2net":
             # same seed and defaults as the net2net method -> the same index maps (Proposition 1 test)
-            from methods.width import net2net_width
+            try:
+                check_head_dim(self.small_spec, self.large)
+            except ValueError as e:
+                raise ValueError(f"{e}; use width_init='random' for this pair") from None
             self.set_width(net2net_width(self.small_spec, self.large, torch.Generator().manual_seed(seed)),
                            block_sources=sources)
         else:

@@ -1,0 +1,136 @@
+"""What LiGO's operator fit costs (Wang et al., ICLR 2023, §3.2: "100 iterations ... negligible compute cost
+relative to regular training").
+
+1. Wall time of one LiGO fit step (materialise -> functional forward/backward -> operator update) against one
+   plain training step of the large model (forward/backward/AdamW), on a mini BERT pair (bert_small_base at
+   mini scale: 2L/128 -> 4L/192), measured in one process, alternating, several repeats, median.
+2. FLOPs of the 100-step fit as a fraction of the large model's training, at paper scale: BERT-Small
+   (6L/512/8) -> BERT-Base (12L/768/12), vocab 30522, positions 512, 400K steps x batch 256 x seq 128. The
+   large model's part is analytic (forward_flops); the materialisation is counted by FlopCounterMode on meta
+   tensors (no memory, no compute).
+
+Run: HF_HUB_OFFLINE=1 python bench/ligo_fit_cost.py [--repeats 15] [--threads 1]. One thread by default: on a
+shared 2-core machine two synchronised threads made single steps vary 5x; one thread varies by a few per cent.
+Writes bench/results/ligo_fit_cost.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+import methods  # noqa: E402,F401
+from methods.ligo import FitSession, materialise_flops  # noqa: E402
+from methods.ligo_operator import LigoOperator  # noqa: E402
+from methods.registry import get_method  # noqa: E402
+from models import ModelSpec, get_family  # noqa: E402
+from models.flops import backward_flops  # noqa: E402
+
+MINI = (ModelSpec("bert", 2, 128, 2, vocab=4096, positions=64), ModelSpec("bert", 4, 192, 3, vocab=4096, positions=64))
+PAPER = (ModelSpec("bert", 6, 512, 8, vocab=30522, positions=512), ModelSpec("bert", 12, 768, 12, vocab=30522, positions=512))
+PAPER_TRAIN = dict(steps=400_000, batch=256, seq=128)
+FIT_STEPS = 100
+
+
+def mlm_batch(spec: ModelSpec, batch: int, seq: int, gen: torch.Generator) -> dict:
+    ids = torch.randint(5, spec.vocab, (batch, seq), generator=gen)
+    masked = torch.rand(batch, seq, generator=gen) < 0.15
+    return {"input_ids": ids.masked_fill(masked, 4), "labels": ids.masked_fill(~masked, -100)}
+
+
+def time_steps(repeats: int, batch: int, seq: int) -> dict:
+    small_spec, large_spec = MINI
+    task = types.SimpleNamespace(small=small_spec, large=large_spec, family="bert")
+    family = get_family("bert")
+    torch.manual_seed(0)
+    small = family.build(small_spec).eval()
+    session = FitSession(get_method("ligo", fit_steps=10 * repeats), small, task)
+    large = family.build(large_spec).train()
+    opt = torch.optim.AdamW(large.parameters(), lr=2e-4, weight_decay=0.01, eps=1e-6)
+
+    def train_step(b):
+        loss = family.loss(large, b)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(large.parameters(), 1.0)
+        opt.step()
+
+    gen = torch.Generator().manual_seed(1)
+    fit_t, train_t = [], []
+    for i in range(repeats + 3):                # 3 warm-up rounds, not recorded
+        b = mlm_batch(large_spec, batch, seq, gen)
+        for name, fn in (("fit", session.step), ("train", train_step))[:: 1 if i % 2 == 0 else -1]:
+            t = time.perf_counter()
+            fn(b)
+            (fit_t if name == "fit" else train_t).append(time.perf_counter() - t)
+    fit_t, train_t = fit_t[3:], train_t[3:]
+    fit_med, train_med = statistics.median(fit_t), statistics.median(train_t)
+    return {"pair": "bert mini 2L/128/2 -> 4L/192/3, vocab 4096", "batch": batch, "seq": seq, "repeats": repeats,
+            "fit_step_s": fit_med, "train_step_s": train_med, "ratio": fit_med / train_med,
+            "fit_step_s_all": fit_t, "train_step_s_all": train_t,
+            "fit_step_flops": session.flops(b), "materialise_flops": session.materialise_flops,
+            "torch_threads": torch.get_num_threads()}
+
+
+def paper_fraction() -> dict:
+    small_spec, large_spec = PAPER
+    family = get_family("bert")
+    with torch.device("meta"):                  # shapes only: counting needs no memory and no compute
+        small = family.build(small_spec)
+    canon = family.to_canonical(small)
+    out = {}
+    for order in ("width_first", "depth_first"):
+        op = LigoOperator(canon, large_spec, order=order).to("meta")
+        out[order] = materialise_flops(op, canon)
+    b, s = PAPER_TRAIN["batch"], PAPER_TRAIN["seq"]
+    fwd = family.forward_flops(large_spec, b, s)
+    train_step = fwd.total + backward_flops(fwd)
+    fit_step = train_step + out["width_first"]
+    return {"pair": "BERT-Small 6L/512/8 -> BERT-Base 12L/768/12 (paper)", **PAPER_TRAIN,
+            "fit_steps": FIT_STEPS, "train_step_flops": train_step,
+            "materialise_flops": out, "fit_step_flops": fit_step,
+            "fit_flops": FIT_STEPS * fit_step, "train_flops": PAPER_TRAIN["steps"] * train_step,
+            "fit_fraction": FIT_STEPS * fit_step / (PAPER_TRAIN["steps"] * train_step),
+            "materialise_fraction_of_step": out["width_first"] / train_step}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--batch", type=int, default=32)     # mini text recipe: batch 32, seq 64
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "ligo_fit_cost.json"))
+    args = ap.parse_args()
+    if args.threads:      # on a shared CPU, one thread is less exposed to neighbours than a synchronised pair
+        torch.set_num_threads(args.threads)
+    timing = time_steps(args.repeats, args.batch, args.seq)
+    paper = paper_fraction()
+    print(f"mini BERT, batch {args.batch} x seq {args.seq}: LiGO fit step {timing['fit_step_s'] * 1e3:.1f} ms, "
+          f"train step {timing['train_step_s'] * 1e3:.1f} ms, ratio {timing['ratio']:.2f} "
+          f"(median of {args.repeats}, alternating)")
+    print(f"paper BERT-Small->Base: materialisation {paper['materialise_flops']['width_first'] / 1e9:.1f} GFLOP "
+          f"({paper['materialise_fraction_of_step']:.2%} of a train step); 100-step fit = "
+          f"{paper['fit_flops']:.3g} FLOPs = {paper['fit_fraction']:.4%} of 400K steps ({paper['train_flops']:.3g})")
+    result = {"timing_mini": timing, "paper_flops": paper,
+              "environment": {"torch": torch.__version__, "python": platform.python_version(),
+                              "machine": platform.machine(), "cpus": os.cpu_count()},
+              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
