@@ -4,6 +4,8 @@
     python run.py --method ligo --task bert_small_base            # mini scale on CPU, embedded data
     python run.py --method scratch --task deit_s_b --scale tiny
     python run.py --list
+    torchrun --nproc_per_node 8 run.py --method ligo --task bert_base_large --scale paper --device cuda --set bf16=true
+        # data-parallel (DDP; --fsdp shards); global batch = batch_size x grad_accum x processes
 """
 from __future__ import annotations
 
@@ -119,6 +121,9 @@ def main(argv=None) -> int:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--compile", action="store_true", help="torch.compile the training forward")
+    p.add_argument("--fsdp", action="store_true", help="under torchrun: shard weights, gradients and optimizer "
+                   "state over the processes (FSDP2) instead of replicating them (DDP, the default)")
     p.add_argument("--list", action="store_true", help="list methods and tasks")
     p.add_argument("--eval", action="store_true", help="evaluate downstream after training (tasks/evals)")
     p.add_argument("--evaluate", metavar="RUN_DIR", help="evaluate an existing run downstream; --set KEY=VALUE "
@@ -155,8 +160,8 @@ def main(argv=None) -> int:
         train_settings, strategies = split_strategies(train_settings)
         task, method_options = apply_settings(task, METHODS[args.method], train_settings)
         if args.steps is not None:
-            if args.steps <= 0:
-                raise ValueError(f"--steps must be positive, got {args.steps}")
+            if args.steps < 0:
+                raise ValueError(f"--steps must be >= 0 (0: grow and evaluate only), got {args.steps}")
             task = task.with_(recipe=task.recipe.with_(steps=args.steps))
         if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
             raise ValueError(f"unknown device '{args.device}'; known: cpu, cuda")
@@ -164,7 +169,11 @@ def main(argv=None) -> int:
             raise ValueError("--device cuda asked for, but no CUDA device is available; use --device cpu")
         if args.resume and args.overwrite:
             raise ValueError("--resume and --overwrite contradict each other; give one")
-        method = get_method(args.method, **method_options)
+        method = get_method(args.method, task=task, **method_options)
+        from runs import distributed
+        device = distributed.setup(args.device)  # under torchrun: a process group, cuda -> cuda:LOCAL_RANK
+        if not distributed.is_main():
+            args.quiet = True
         if args.eval:   # checked before training, so that a typo costs nothing and writes nothing
             from models import get_family
             from tasks.evals import prepare
@@ -172,9 +181,12 @@ def main(argv=None) -> int:
             evaluation = prepare(kind, task.scale, task.evals, args.suite, args.only, eval_settings, args.device)
         elif args.suite or args.only:
             raise ValueError("--suite/--only need --eval or --evaluate RUN_DIR")
-        out = run_experiment(task, method, seed=args.seed, device=args.device, out=args.out, small=args.small,
+        out = run_experiment(task, method, seed=args.seed, device=device, out=args.out, small=args.small,
                              resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
-                             log=lambda msg: print(msg, file=sys.stderr), strategies=strategies)
+                             log=lambda msg: print(msg, file=sys.stderr) if distributed.is_main() else None,
+                             strategies=strategies, parallel="fsdp" if args.fsdp else "ddp", compile=args.compile)
+        if not distributed.is_main():            # rank 0 reports (and evaluates downstream)
+            return 0
     except (KeyError, ValueError, FileNotFoundError, FileExistsError) as e:
         msg = e.args[0] if e.args else str(e)
         print(f"error: {msg}", file=sys.stderr)
@@ -229,4 +241,8 @@ def evaluate_main(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    finally:
+        if "runs.distributed" in sys.modules:      # torchrun: close the process group main() opened
+            sys.modules["runs.distributed"].teardown()

@@ -40,7 +40,7 @@ class Config:
 class GrowthMethod(ABC):
     name: str = ""                     # set by @register_method
     Config: type = Config
-    needs_small: bool = True           # False for methods that start from random init (scratch, KI's student)
+    needs_small: bool = True           # False for methods that never use a small model (scratch)
     preserves_function: bool = False   # True where the method claims it; contract tests then check outputs
     trains_with_small: bool = False    # the small model is used in training too (KI's teacher): resume reloads it
 

@@ -7,6 +7,11 @@ pretraining objective: materialise the large canonical weights from the (constan
 backward into the operator only. `grow` then materialises once more, under no_grad, into a plain large
 model that trains as usual. With `fit_steps=0` LiGO is its initial operator, fixed.
 
+Distributed (torchrun; runs/distributed.py): every rank materialises the operator, runs its share of the step's
+micro-batches, and the operator's gradients are averaged over the ranks before the update, so W processes fit
+what one process fits with W times the micro-batches (each micro-batch seeds its own dropout). The fit's batch is
+the training's global batch: grad_accum micro-batches per rank per step.
+
 Defaults follow the paper (width first, full matrices, tied in/out, one depth w per module type); the
 official code (VITA-Group/LiGO, ligo.py) is available option by option: order="depth_first",
 width_form="identity_prefix", separate_bias_depth=True, depth_init="stackbert_noisy", width_init="random".
@@ -16,7 +21,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
 import torch
+import torch.distributed as dist
 from torch.utils.flop_counter import FlopCounterMode
 
 from methods.base import Config, GrowthMethod
@@ -73,6 +80,32 @@ def materialise_flops(operator: LigoOperator, small: Canonical) -> float:
     return float(counter.get_total_flops())
 
 
+def rank_and_world() -> tuple[int, int]:
+    """This process's rank and the number of processes (torchrun), (0, 1) without a process group."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def average_over_ranks(named_params, loss: float) -> float:
+    """Average the gradients (one flat all-reduce, in name order: the same on every rank) and the loss over the
+    ranks; returns the loss."""
+    _, world = rank_and_world()
+    if world == 1:
+        return loss
+    grads = [p.grad for _, p in sorted(named_params, key=lambda item: item[0]) if p.grad is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= world
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
+    total = torch.tensor([loss], dtype=torch.float64)
+    dist.all_reduce(total)
+    return total.item() / world
+
+
 class FitSession:
     """One operator fit: the large skeleton, the optimiser and schedule, and `step(batch)`; `fit` loops over it,
     bench/ligo_fit_cost.py times single steps of it."""
@@ -94,18 +127,32 @@ class FitSession:
         self.max_grad_norm = c.fit_max_grad_norm
         method.materialise_flops = self.materialise_flops = materialise_flops(self.op, self.canon)
         self._model_flops: dict[tuple, float] = {}
+        self.steps = 0
+        # dropout: a function of (this draw, global micro-batch index), whichever rank runs the micro-batch
+        self.dropout_seed = int(torch.randint(2**31, ()).item())
 
-    def step(self, batch: dict) -> float:
-        batch = {k: v.to(self.device) for k, v in batch.items()}
-        state = self.family.state_from_canonical(self.op(self.canon))
-        loss = self.family.loss(self.skeleton, batch, params=state)
+    def step(self, *batches: dict) -> float:
+        """One update from this rank's micro-batches (gradients averaged over them and over the ranks); returns
+        the mean loss over all of them."""
+        rank, world = rank_and_world()
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss_sum = 0.0
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            for m, batch in enumerate(batches):
+                index = (self.steps * world + rank) * len(batches) + m        # runs/distributed.micro_index
+                torch.manual_seed(int(np.random.SeedSequence([self.dropout_seed, index]).generate_state(1)[0]))
+                batch = {k: v.to(self.device) for k, v in batch.items()}
+                state = self.family.state_from_canonical(self.op(self.canon))
+                loss = self.family.loss(self.skeleton, batch, params=state)
+                (loss / len(batches)).backward()
+                loss_sum += float(loss.detach())
+        loss = average_over_ranks(self.op.named_parameters(), loss_sum / len(batches))
         if self.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.op.parameters(), self.max_grad_norm)
         self.optimizer.step()
         self.schedule.step()
-        return float(loss.detach())
+        self.steps += 1
+        return loss
 
     def flops(self, batch: dict) -> float:
         """One step: the large model's forward + backward (its weights get gradients, which flow on into the
@@ -154,14 +201,16 @@ class Ligo(GrowthMethod):
         if self.config.fit_steps == 0:
             return
         session = FitSession(self, small, task)
+        accum = getattr(getattr(task, "recipe", None), "grad_accum", 1)   # the training's global batch
         for step in range(self.config.fit_steps):
             try:
-                batch = next(batches)
+                micro = [next(batches) for _ in range(accum)]
             except StopIteration:
                 raise RuntimeError(f"the fit batches ran out after {step} of {self.config.fit_steps} steps") from None
-            self.fit_loss.append(session.step(batch))
-            self.flops_per_step = session.flops(batch)
-            ledger.add("fit", self.flops_per_step)
+            self.fit_loss.append(session.step(*micro))
+            flops = sum(session.flops(b) for b in micro)      # this rank's; the caller sums the ledger over ranks
+            ledger.add("fit", flops)
+            self.flops_per_step = flops * rank_and_world()[1]
 
     # -- grow --------------------------------------------------------------------------------------------------
     def grow(self, small, task):

@@ -52,14 +52,16 @@ def depth_sources(init: str, L1: int, L2: int) -> list[int]:
     return interpolate_sources(L1, L2) if init == "interpolation" else stack_sources(L1, L2)
 
 
-def _tags(canon: Canonical, section: str) -> set[tuple[str, str]]:
-    """The (space, role) pairs the tensors of one section (first block for per-layer sections) carry."""
+def _tags(canon: Canonical, section: str) -> list[tuple[str, str]]:
+    """The (space, role) pairs the tensors of one section (first block for per-layer sections) carry, sorted: a
+    set's order follows string hashing, which differs from process to process (PYTHONHASHSEED), and the slot
+    order fixes the parameter order and the draw order of width_init="random" -- torchrun's ranks must agree."""
     if section in PER_LAYER:
         blocks = getattr(canon, section)
         keys = list(blocks[0]) if blocks else []
     else:
         keys = list(getattr(canon, section))
-    return {tag for k in keys for tag in canon.axes(section, k) if tag is not None}
+    return sorted({tag for k in keys for tag in canon.axes(section, k) if tag is not None})
 
 
 class LigoOperator(nn.Module):

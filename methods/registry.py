@@ -16,11 +16,16 @@ def register_method(name: str):
     return deco
 
 
-def get_method(name: str, **overrides):
-    """An instance of the registered method `name`, with config fields overridden."""
+def get_method(name: str, task=None, **overrides):
+    """An instance of the registered method `name`, with config fields overridden. With `task`, the task's
+    scale-dependent defaults apply first to whichever config fields the method has (e.g. a mini task's
+    `fit_steps`: 100 operator-fit steps are negligible beside 400K training steps, not beside 300)."""
     if name not in METHODS:
         raise KeyError(unknown("method", name, METHODS))
-    return METHODS[name](**overrides)
+    cls = METHODS[name]
+    fields = set(cls.Config.__dataclass_fields__)
+    defaults = {k: v for k, v in getattr(task, "method_defaults", ()) if k in fields}
+    return cls(**{**defaults, **overrides})
 
 
 def list_methods() -> list[str]:

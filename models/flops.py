@@ -4,9 +4,7 @@ Each family describes one forward pass as `ForwardFlops`; the training-step rule
 - a trainable layer's backward costs 2x its forward (gradient w.r.t. inputs and w.r.t. weights);
 - a frozen layer that sits above a trainable one still passes gradients down: 1x for its weight matmuls
   (input gradient only) and 2x for attention's score/value matmuls (both operands carry gradient);
-- nothing below the lowest trainable layer runs backward at all, and where the embeddings do not train either
-  (a partly frozen stage), the lowest trainable layer computes no gradient for its own input: its matmuls
-  that read the input (q, k, v: `input_linear`) cost 1x backward, not 2x;
+- nothing below the lowest trainable layer runs backward at all;
 - the input projection (ViT patch conv) has no input gradient: 1x when trainable.
 Counts cover matmuls only, as `torch.utils.flop_counter.FlopCounterMode` does (norms, softmax, GELU are
 a few per cent of a transformer and not matmul FLOPs).
@@ -20,7 +18,6 @@ from dataclasses import dataclass, field
 class BlockFlops:
     linear: float      # matmuls with weights (q, k, v, o, fc1, fc2, talking heads)
     attention: float   # score and value matmuls (no weights)
-    input_linear: float = 0.0   # the part of `linear` that reads the block's input (q, k, v); 0: not known
 
     @property
     def total(self) -> float:
@@ -39,7 +36,7 @@ class ForwardFlops:
         return self.embed + self.head + sum(b.total for b in self.blocks + self.class_blocks)
 
     def scaled(self, factor: float) -> "ForwardFlops":
-        s = lambda b: BlockFlops(b.linear * factor, b.attention * factor, b.input_linear * factor)
+        s = lambda b: BlockFlops(b.linear * factor, b.attention * factor)
         return ForwardFlops(self.embed * factor, [s(b) for b in self.blocks], self.head * factor,
                             [s(b) for b in self.class_blocks])
 
@@ -56,8 +53,6 @@ def backward_flops(fwd: ForwardFlops, trainable_blocks: set[int] | None = None,
     for i, b in enumerate(fwd.blocks):
         if i in trainable:
             total += 2 * b.total
-            if i == lowest and trainable_blocks is not None:
-                total -= b.input_linear      # nothing below needs this block's input gradient
         elif i > lowest:
             total += b.linear + 2 * b.attention
     if embed_trainable and trainable_blocks is None:
@@ -71,7 +66,7 @@ def transformer_block(batch: int, seq: int, hidden: int, ffn: int, queries: int 
     q = seq if queries is None else queries
     linear = 2 * batch * hidden * hidden * (2 * q + 2 * seq) + 2 * 2 * batch * q * hidden * ffn
     attention = 2 * 2 * batch * q * seq * hidden      # scores q.k^T and probs @ v
-    return BlockFlops(float(linear), float(attention), float(2 * batch * hidden * hidden * (q + 2 * seq)))
+    return BlockFlops(float(linear), float(attention))
 
 
 def ran_forward(fwd: ForwardFlops, tokens: dict[int, float],
@@ -83,7 +78,6 @@ def ran_forward(fwd: ForwardFlops, tokens: dict[int, float],
     A block on a share r of the tokens costs r x its weight matmuls and r^2 x its score/value matmuls.
     (CaiT's talking-heads mixing is booked under `linear` but grows with r^2; it is about 1% of a block.)"""
     kept = sorted(tokens)
-    blocks = [BlockFlops(fwd.blocks[i].linear * tokens[i], fwd.blocks[i].attention * tokens[i] ** 2,
-                         fwd.blocks[i].input_linear * tokens[i]) for i in kept]
+    blocks = [BlockFlops(fwd.blocks[i].linear * tokens[i], fwd.blocks[i].attention * tokens[i] ** 2) for i in kept]
     trainable = None if trainable_blocks is None else {pos for pos, i in enumerate(kept) if i in trainable_blocks}
     return ForwardFlops(fwd.embed, blocks, fwd.head, list(fwd.class_blocks)), trainable

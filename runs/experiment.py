@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 import platform
@@ -21,6 +20,7 @@ from methods import get_method
 from methods.base import GrowthMethod
 from models import get_family
 from models.family import exported_family
+from runs import distributed
 from runs.ledger import FlopsLedger
 from runs.record import CONFIG, SUMMARY, RunExistsError, RunWriter, read_metrics, write_json_atomic
 from runs.strategies import Strategies, apply_strategies
@@ -112,6 +112,10 @@ def check_resumable(out: Path, config: dict) -> None:
     if _jsonable(old.get("strategies")) != _jsonable(config.get("strategies")):
         raise ValueError(f"{out} holds a run with other training strategies ({old.get('strategies')}); "
                          "resume needs the same --set layer_drop/token_drop/staged settings")
+    before, now = old.get("distributed") or {"world_size": 1}, config["distributed"]
+    if (before.get("world_size"), before.get("mode")) != (now["world_size"], now["mode"]):
+        raise ValueError(f"{out} holds a run on {before.get('world_size')} process(es) ({before.get('mode')}); "
+                         f"resume it with the same torchrun --nproc_per_node and sharding mode")
 
 
 def truncate_metrics(out: Path, step: int) -> None:
@@ -125,14 +129,18 @@ def truncate_metrics(out: Path, step: int) -> None:
 
 def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", out: Path | None = None,
                    small: Path | None = None, resume: bool = False, overwrite: bool = False,
-                   progress: bool = True, log=print, strategies: Strategies | None = None) -> Path:
+                   progress: bool = True, log=print, strategies: Strategies | None = None, parallel: str = "ddp",
+                   compile: bool = False) -> Path:
+    """Under torchrun every rank calls this with the same arguments (runs/distributed.py); rank 0 alone writes.
+    `parallel`: "ddp" or "fsdp" (with several processes); `compile`: torch.compile the training forward."""
     device = torch.device(device)
     out = Path(out) if out is not None else default_out(task, method, seed, strategies)
     method = apply_strategies(method, strategies)     # staged training wraps the method's stages
     family = get_family(task.family)
     config = {"task": _jsonable(task.to_dict()), "method": _jsonable(method.describe()), "seed": seed,
               "flops_convention": FLOPS_CONVENTION, "environment": environment(device), "argv": sys.argv,
-              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+              "distributed": distributed.describe(parallel, task.recipe), "compile": compile}
     if strategies is not None and strategies.active:
         config["strategies"] = strategies.record()
     if (out / CONFIG).exists() and not (resume or overwrite):
@@ -145,54 +153,71 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             log(f"{out} is already complete; nothing to resume")
             return out
     checkpoint = load_checkpoint(out / CHECKPOINT) if resuming and (out / CHECKPOINT).exists() else None
-    data = task.pretrain_data()        # loads (and on first use trains the tokenizer) before anything is written
+    with distributed.main_first():     # rank 0 trains and caches the tokenizer, the others then read it
+        data = task.pretrain_data()    # loads (and on first use trains the tokenizer) before anything is written
     small_model = small_info = None
     if method.needs_small and (checkpoint is None or method.trains_with_small):
         small_model, small_info = resolve_small(task, seed, small, device, log, progress)
     config["small"] = small_info
     if resuming and checkpoint is None:
         resuming = False               # nothing to continue from: start over in the same directory
-    if checkpoint is not None:
+    if checkpoint is not None and distributed.is_main():
         # before the writer opens metrics.jsonl for appending: truncation replaces the file
         truncate_metrics(out, checkpoint["state"]["step"])
-    writer = RunWriter(out, config, resume=resuming, overwrite=overwrite or (resume and not resuming))
+    distributed.barrier()              # every rank has read what it needed before rank 0 writes
+    writer = (RunWriter(out, config, resume=resuming, overwrite=overwrite or (resume and not resuming))
+              if distributed.is_main() else distributed.SilentWriter(out))
     try:
         ledger = FlopsLedger()
         torch.manual_seed(seed)
         if checkpoint is None:
-            # the operator fit draws its own batch stream, so it never shifts the training data
-            fit_batches = (data.train_batch(i, task.recipe.batch_size, seed + 1_000_003) for i in itertools.count())
+            # the operator fit draws its own batch stream, so it never shifts the training data; each rank takes
+            # its share of it, and the fit's FLOPs are summed over the ranks
+            fit_batches = distributed.rank_stream(
+                lambda i: data.train_batch(i, task.recipe.batch_size, seed + 1_000_003), task.recipe.grad_accum)
+            before = ledger.as_dict()
+            started = time.perf_counter()      # the fit and the growth are part of a method's wall time
             method.fit(small_model, task, fit_batches, ledger)
+            distributed.sum_over_ranks(ledger, before)
             torch.manual_seed(seed)
             large = method.grow(small_model, task)
-            row = {"step": 0, "units": 0, "wall": 0.0, "stage": "init", "flops": ledger.total,
+            start_wall = time.perf_counter() - started
+            row = {"step": 0, "units": 0, "wall": round(start_wall, 4), "stage": "init", "flops": ledger.total,
                    **{f"flops_{k}": v for k, v in ledger.as_dict().items()}}
             row.update(evaluate(large.to(device), family, data.eval_batches(task.recipe.batch_size,
                                                                             task.recipe.eval_batches),
                                 device, task.recipe.bf16))
             writer.log(row)
+            init_row = row
             _save_artifacts(out, method)
         else:
+            start_wall, init_row = 0.0, {}
             # the shape the checkpoint's stage had (MSLT changes depth); KI takes its teacher back here
             stage = method.stages(task, task.recipe.steps)[checkpoint["stage"]]
             large = method.resume_model(small_model, task, stage)
         result = train(large, task, method, data, ledger, writer, seed=seed, device=device,
-                       resume_from=checkpoint, progress=progress, strategies=strategies)
+                       resume_from=checkpoint, progress=progress, strategies=strategies, parallel=parallel,
+                       compile=compile, start_wall=start_wall)
         _save_artifacts(out, method)   # again: some appear during training (staged training's depth step)
-        family.export(result["model"].cpu(), out / "model")
-        if getattr(data, "tokenizer", None) is not None:  # fine-tuning (tasks/evals) needs the same tokenizer
-            data.tokenizer.save_pretrained(out / "model")
-        last = result["last"]
+        final = distributed.plain_model(result["model"], family)     # under FSDP: gathered (on every rank)
+        if distributed.is_main():
+            family.export(final.cpu(), out / "model")
+            if getattr(data, "tokenizer", None) is not None:  # fine-tuning (tasks/evals) needs the same tokenizer
+                data.tokenizer.save_pretrained(out / "model")
+        last = result["last"] or init_row      # --steps 0: the grown model itself (paper Table 5's "LiGO init")
         summary = {"step": result["state"].step, "units": result["state"].units, "wall": result["state"].wall,
                    "flops": ledger.total, "flops_by_phase": ledger.as_dict(),
                    "eval_loss": last.get("eval_loss"), "eval_acc": last.get("eval_acc")}
         writer.finish(summary)
     finally:
         writer.close()
+    distributed.barrier()              # the record (and a cached small model) is complete before any rank reads it
     return out
 
 
 def _save_artifacts(out: Path, method: GrowthMethod) -> None:
+    if not distributed.is_main():
+        return
     for name, obj in method.artifacts().items():
         if name.endswith(".json"):
             write_json_atomic(out / name, obj)

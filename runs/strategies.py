@@ -36,7 +36,7 @@ import torch
 
 from methods.base import GrowthMethod, Stage
 from methods.net2net import function_deviation, probe_batch
-from models import family_of, from_canonical, to_canonical
+from models import from_canonical, to_canonical
 from models.canonical import copy_depth
 from tasks.data import derive_seed
 
@@ -128,7 +128,9 @@ class BlockRunner:
         run = run or active[:1]                        # never skip everything
         middle = range(L // 2, L - 1) if self.s.token_drop and L >= 3 else range(0)
         st = SimpleNamespace(run=set(run), tokens={i: 1.0 for i in run}, gen=gen, idx=None, stash=None, share=1.0,
-                             middle=middle, tuple=False, detach_in=None, detach_out=None, batch=batch, model=model)
+                             middle=middle, tuple=False, detach_in=None, detach_out=None, batch=batch, model=model,
+                             kept=None)
+        self.last = st                                 # for inspection (tests, debugging)
         if stage.trainable_blocks is not None:
             # no backward below the lowest trainable block that runs (or below the head if none runs)
             lowest = [i for i in run if i in stage.trainable_blocks]
@@ -195,7 +197,7 @@ class BlockRunner:
         score = torch.rand(B, n, generator=st.gen).masked_fill(protect, 2.0)
         # sorted back into sequence order, so causal attention among the kept tokens stays causal
         st.idx = score.topk(n - drop, dim=1).indices.sort(dim=1).values.to(x.device)
-        st.stash, st.share = x, (n - drop) / n
+        st.stash, st.share, st.kept = x, (n - drop) / n, st.idx
         return x.gather(1, _expand(st.idx, x))
 
 
@@ -204,10 +206,12 @@ def _expand(idx, x):
 
 
 def _cut(x, st):
-    """Detach x, and the set-aside tokens that will be merged back, so backward stops here."""
+    """Detach x, and the set-aside tokens that will be merged back, so backward stops here. The cut still asks
+    for x's gradient: a trainable block reading it then costs 2x forward whatever its norm placement (a pre-LN
+    block needs that gradient for its norm weights anyway), which is the ledger's rule (models/flops.py)."""
     if st.stash is not None:
         st.stash = st.stash.detach()
-    return x.detach()
+    return x.detach().requires_grad_(torch.is_grad_enabled())
 
 
 def _gather_mask(m, idx, n):
@@ -280,13 +284,15 @@ class StagedTraining(GrowthMethod):
         L, n = canon.spec.layers, self._depth
         if n >= L:
             return model
+        with torch.random.fork_rng(devices=[]):       # a measurement only: leave the training RNG alone
+            sub = from_canonical(copy_depth(canon, list(range(n)))).to(next(model.parameters()).device)
         canon = copy_depth(canon, [l % n for l in range(L)])
         for block in canon.blocks[n:]:
             for key in RESIDUAL_OUTPUTS:
                 if key in block:
                     block[key] = torch.zeros_like(block[key])
         grown = from_canonical(canon, like=model).train(model.training)
-        device = next(model.parameters()).device
-        probe = {k: v.to(device) for k, v in probe_batch(family_of(model).spec_of(model)).items()}
-        self.report = {"sub_blocks": n, "blocks": L, "function_deviation": function_deviation(model, grown, probe)}
+        # what trained so far is the bottom blocks alone: the depth step should not change its function
+        probe = {k: v.to(next(model.parameters()).device) for k, v in probe_batch(canon.spec).items()}
+        self.report = {"sub_blocks": n, "blocks": L, "function_deviation": function_deviation(sub, grown, probe)}
         return grown

@@ -3,7 +3,9 @@ clipping, periodic evaluation on held-out data, optional bf16 autocast, a FLOPs 
 that makes a killed run continue with exactly the numbers it would have produced.
 
 Exact resumption rests on one property of the data: batch i is a pure function of (seed, i)
-(tasks.data.PretrainData.train_batch), so the data position is just the step counter.
+(tasks.data.PretrainData.train_batch), so the data position is just the step counter. Dropout is seeded per
+micro-batch the same way, which also makes a run on W processes (torchrun; runs/distributed.py) compute what one
+process with W times the accumulation computes.
 """
 from __future__ import annotations
 
@@ -21,9 +23,11 @@ from transformers import get_scheduler
 from methods.base import GrowthMethod, Stage
 from models import get_family
 from models.flops import backward_flops, ran_forward
+from runs import distributed
 from runs.ledger import FlopsLedger
 from runs.record import RunWriter
 from runs.strategies import BlockRunner, Strategies
+from tasks.data import derive_seed
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -73,21 +77,24 @@ def set_trainable(model, family, stage: Stage) -> None:
 
 @torch.no_grad()
 def evaluate(model, family, eval_batches, device, bf16: bool) -> dict:
+    """Mean loss over the held-out batches (and accuracy for images). With several processes each scores its
+    share of the batches and the numbers are gathered exactly (runs/distributed.py): the same result as one."""
     was_training = model.training
     model.eval()
-    losses, correct, seen = [], 0, 0
-    for batch in eval_batches:
-        batch = to_device(batch, device)
+    losses, counts = torch.zeros(len(eval_batches), dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
+    for i in distributed.shard(len(eval_batches), model):
+        batch = to_device(eval_batches[i], device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             if family.objective == "image":
                 logits = family.logits(model, batch)
-                losses.append(torch.nn.functional.cross_entropy(logits.float(), batch["labels"]).item())
-                correct += (logits.argmax(-1) == batch["labels"]).sum().item()
-                seen += batch["labels"].numel()
+                losses[i] = torch.nn.functional.cross_entropy(logits.float(), batch["labels"]).item()
+                counts += torch.tensor([(logits.argmax(-1) == batch["labels"]).sum().item(), batch["labels"].numel()])
             else:
-                losses.append(family.loss(model, batch).item())
+                losses[i] = family.loss(model, batch).item()
     model.train(was_training)
-    out = {"eval_loss": float(np.mean(losses))}
+    losses, counts = distributed.collect(model, losses, counts)
+    (correct, seen) = counts.tolist()
+    out = {"eval_loss": float(np.mean(losses.tolist()))}
     if seen:
         out["eval_acc"] = correct / seen
     return out
@@ -113,8 +120,12 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(path, model, optimizer, scheduler, state: TrainState, ledger: FlopsLedger, stage_index: int):
+    # every rank calls this (under FSDP gathering the full state is a collective); only rank 0 writes
+    model_state, optimizer_state = distributed.full_state(model, optimizer)
+    if not distributed.is_main():
+        return
     tmp = path.with_name(f".{path.name}.tmp")
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+    torch.save({"model": model_state, "optimizer": optimizer_state,
                 "scheduler": scheduler.state_dict(), "state": vars(state), "ledger": ledger.as_dict(),
                 "stage": stage_index, "rng": rng_state()}, tmp)
     os.replace(tmp, path)
@@ -128,12 +139,13 @@ def load_checkpoint(path):
 
 
 def micro_step(model, family, method: GrowthMethod, runner: BlockRunner, batch: dict, stage: Stage, step: int,
-               total: int, index: int, ledger: FlopsLedger, recipe) -> float:
+               total: int, index: int, ledger: FlopsLedger, recipe, call=None) -> float:
     """Forward and backward of micro-batch `index`; charges the FLOPs of what ran: the blocks the strategies
-    kept, on the tokens they kept, frozen blocks forward only. Returns the loss."""
+    kept, on the tokens they kept, frozen blocks forward only. Returns the loss. `call`: what the forward goes
+    through (DDP / FSDP / torch.compile around `model`; runs/distributed.wrap), default `model` itself."""
     with runner.forward(model, batch, stage, step, total, index) as ran:
         with torch.autocast(batch_device(batch).type, dtype=torch.bfloat16, enabled=recipe.bf16):
-            loss = family.loss(model, batch)
+            loss = family.loss(model if call is None else call, batch)
             loss = method.extra_loss(model, batch, loss, step, total, ledger)
     (loss / recipe.grad_accum).backward()
     b, t = batch_dims(batch)
@@ -148,21 +160,44 @@ def batch_device(batch: dict) -> torch.device:
     return next(iter(batch.values())).device
 
 
+def wrap_model(model, family, stage: Stage, strategies: Strategies | None, device, parallel: str, compile: bool):
+    """The forward callable for training `model` in `stage` (runs/distributed.wrap): DDP must be told when some
+    trainable parameters may get no gradient in a step (frozen-below or skipped blocks, dropped layers)."""
+    partial = (stage.trainable_blocks is not None or stage.active_blocks is not None
+               or bool(strategies is not None and strategies.layer_drop))
+    return distributed.wrap(model, device, mode=parallel, blocks=family.blocks(model), find_unused=partial,
+                            compile=compile)
+
+
+def warm_up(call, model, family, data, recipe, seed: int, device) -> None:
+    """One untimed, uncharged forward/backward before the clock starts: lazy kernel and allocator set-up is
+    paid once per process by whichever run comes first, and would otherwise bias wall-time comparisons
+    (a scratch run measured first looked slower than the same run measured second)."""
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        batch = to_device(data.train_batch(0, recipe.batch_size, seed), device)
+        family.loss(call, batch).backward()
+    model.zero_grad(set_to_none=True)
+
+
 def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: RunWriter, *, seed: int,
           device: torch.device, resume_from: dict | None = None, progress: bool = True,
-          strategies: Strategies | None = None) -> dict:
+          strategies: Strategies | None = None, parallel: str = "ddp", compile: bool = False,
+          start_wall: float = 0.0) -> dict:
     """Train `model` on `task`'s recipe; returns the final metrics row. Logs to `writer`, checkpoints beside it.
-    `strategies`: layer and token dropping, applied to every training forward (runs/strategies.py)."""
+    `strategies`: layer and token dropping, applied to every training forward (runs/strategies.py).
+    Under torchrun every rank calls this (runs/distributed.py): `parallel` "ddp" or "fsdp"; `compile`:
+    torch.compile the forward."""
     recipe, family = task.recipe, get_family(task.family)
     runner = BlockRunner(family, strategies, seed)
     stages = method.stages(task, recipe.steps)
     total = sum(s.steps for s in stages)
-    state = TrainState()
+    state = TrainState(wall=start_wall)
     stage_index, stage = stage_at(stages, 0)
+    if parallel == "fsdp" and distributed.world_size() > 1 and (len(stages) > 1 or (strategies and strategies.active)):
+        raise ValueError("fsdp shards one fixed model over the ranks: it takes single-stage methods without "
+                         "layer/token dropping or staged training (use the default ddp)")
     model = method.enter_stage(model, stage, task).to(device)
     set_trainable(model, family, stage)
-    optimizer = make_optimizer(model, recipe)
-    scheduler = get_scheduler(recipe.schedule, optimizer, num_warmup_steps=recipe.warmup, num_training_steps=total)
     if resume_from is not None:
         # continue in the stage the checkpoint was written in (its model shape and trainable set); a boundary
         # right after it is crossed by the loop below, exactly as in the uninterrupted run
@@ -171,10 +206,12 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
         model = method.enter_stage(model, stage, task).to(device)
         set_trainable(model, family, stage)
         model.load_state_dict(resume_from["model"])
-        optimizer = make_optimizer(model, recipe)
-        scheduler = get_scheduler(recipe.schedule, optimizer, num_warmup_steps=recipe.warmup, num_training_steps=total)
+    call = wrap_model(model, family, stage, strategies, device, parallel, compile)   # before the optimizer: FSDP
+    optimizer = make_optimizer(model, recipe)                                       # swaps the parameters
+    scheduler = get_scheduler(recipe.schedule, optimizer, num_warmup_steps=recipe.warmup, num_training_steps=total)
+    if resume_from is not None:
         # optimizer state after the scheduler is built: building it resets every group's lr to step 0's
-        optimizer.load_state_dict(resume_from["optimizer"])
+        distributed.load_optimizer_state(model, optimizer, resume_from["optimizer"])
         scheduler.load_state_dict(resume_from["scheduler"])
         state = TrainState(**resume_from["state"])
         ledger.counts.update(resume_from["ledger"])
@@ -182,7 +219,10 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
     eval_batches = data.eval_batches(recipe.batch_size, recipe.eval_batches)
     ckpt_path = writer.dir / CHECKPOINT
     model.train()
-    bar = tqdm(total=total, initial=state.step, disable=not progress, desc=f"{method.name}:{task.name}",
+    if resume_from is None and total > 0:
+        warm_up(call, model, family, data, recipe, seed, device)
+    bar = tqdm(total=total, initial=state.step, disable=not progress or not distributed.is_main(),
+               desc=f"{method.name}:{task.name}",
                dynamic_ncols=True, leave=False)
     last, running = {}, []
     while state.step < total:
@@ -191,6 +231,7 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
             stage_index, stage = index, current
             model = method.enter_stage(model, stage, task).to(device)
             set_trainable(model, family, stage)
+            call = wrap_model(model, family, stage, strategies, device, parallel, compile)
             # the trainable set (or the model) changed, so the optimizer is rebuilt; the schedule continues
             optimizer = make_optimizer(model, recipe)
             old = scheduler.state_dict()
@@ -201,13 +242,22 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
                 group["lr"] = scheduler.get_last_lr()[0]
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        step_loss = 0.0
-        for micro in range(recipe.grad_accum):
-            index = state.step * recipe.grad_accum + micro
-            batch = to_device(data.train_batch(index, recipe.batch_size, seed), device)
-            step_loss += micro_step(model, family, method, runner, batch, stage, state.step, total, index, ledger,
-                                    recipe) / recipe.grad_accum
-            state.units += data.units(batch)
+        step_loss, units, before = 0.0, 0, ledger.as_dict()
+        # the step's dropout draws must not depend on how micro-batches are spread over ranks: each micro-batch
+        # seeds its own, and the run's RNG stream (used at stage boundaries) is left as it was
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            for micro in range(recipe.grad_accum):
+                index = distributed.micro_index(state.step, micro, recipe.grad_accum)
+                torch.manual_seed(derive_seed(seed, index, 3))
+                batch = to_device(data.train_batch(index, recipe.batch_size, seed), device)
+                with distributed.accumulating(call, last=micro == recipe.grad_accum - 1):
+                    step_loss += micro_step(model, family, method, runner, batch, stage, state.step, total, index,
+                                            ledger, recipe, call) / recipe.grad_accum
+                units += data.units(batch)
+        # global numbers: the mean loss and the units and FLOPs of every rank's micro-batches (no-op with one)
+        step_loss, units = distributed.sum_over_ranks(ledger, before, step_loss, units)
+        step_loss /= distributed.world_size()
+        state.units += int(units)
         if not math.isfinite(step_loss):
             raise NonFiniteLoss(f"loss became {step_loss} at step {state.step}; the last good checkpoint "
                                 f"{ckpt_path} is kept (lower the learning rate or check the data)")

@@ -51,6 +51,9 @@ class Task:
     data_path: str | None = None  # local copy of the data set
     evals: tuple[str, ...] = ()   # evaluation suites (glue, squad, transfer, mini)
     notes: str = ""               # where a number comes from when the paper does not state it
+    # Scale-dependent defaults for method config fields, by field name (no method is named here): a method
+    # that has the field takes the value unless the user sets it.
+    method_defaults: tuple[tuple[str, object], ...] = ()
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self):

@@ -51,7 +51,7 @@ def test_list_names_methods_and_tasks(capsys):
     (("--method", "scratch", "--task", "bert_small_base", "--set", "lrr=1"), "did you mean 'lr'"),
     (("--method", "scratch", "--task", "bert_small_base", "--set", "lr"), "malformed --set 'lr'"),
     (("--method", "scratch", "--task", "bert_small_base", "--set", "steps=abc"), "expected int"),
-    (("--method", "scratch", "--task", "bert_small_base", "--steps", "0"), "--steps must be positive"),
+    (("--method", "scratch", "--task", "bert_small_base", "--steps", "-1"), "--steps must be >= 0"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, needle, tmp_path, capsys):
     out = tmp_path / "never"

@@ -1,0 +1,145 @@
+"""Regenerate every table and figure from a directory of run records, in seconds:
+
+    python -m analysis --runs runs/mini --out results/mini
+
+Writes to --out: report.md (what was read, what was skipped and why, every table), the paper's tables
+(table1/2/3/5-<scale>.md/.tex), the paper's figures (figure2..8-<scale>.png/.pdf), for every task found a
+savings table (savings-<task>-<scale>.md/.tex) and a curve figure (curves-<task>-<scale>.png/.pdf), and the
+numbers behind them (savings_seeds.csv: per run; savings_summary.csv: per method, mean and std over seeds).
+A figure or table whose runs are absent is listed as such, not drawn empty.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from analysis import figures, tables
+from analysis.load import curves_frame, load_runs, runs_frame
+from analysis.savings import all_savings, summarize
+
+# the paper's tables: name -> (task, builder, caption). Table 4 (model configurations) is the task registry
+# itself (tests check it). Table 6 is written only where runs carry AdapterFusion scores (eval.json "adapters").
+PAPER_TABLES = {
+    "table1": ("bert_small_base", "savings", "Table 1: BERT-Small→BERT-Base, savings and downstream scores"),
+    "table2": ("deit_s_b", "savings", "Table 2: DeiT-S→DeiT-B, savings and accuracy"),
+    "table3": ("bert_small_base", "fit_steps", "Table 3: effect of the number of LiGO growing (fit) steps"),
+    "table5": ("bert_small_base", "init", "Table 5: LiGO initialisation without further pretraining"),
+    "table6": ("bert_small_base", "adapters", "Table 6: BERT-Small→BERT-Base, savings and AdapterFusion GLUE"),
+}
+NEEDS = {"savings": "scratch and method runs", "fit_steps": "scratch plus ligo / ligo-fit<N> runs",
+         "init": "a ligo run and the small-s<seed> record",
+         "adapters": "runs evaluated with the adapters suite"}
+TARGET_NOTE = ("Target: the scratch run's final eval loss (vision: accuracy); with several scratch seeds, the mean "
+               "of their final values. Cost to reach it: cumulative FLOPs / wall seconds interpolated linearly "
+               "between eval points, operator fit included. Saving = 1 - method/scratch, mean ± sample std over "
+               "seeds (method seed s paired with scratch seed s where that seed reaches the target, else the "
+               "seed-mean scratch curve). 'incl. small' also charges the small model's pretraining (paper App. "
+               "C.1). 'not reached': the run never got to the target.")
+
+
+def build_table(kind: str, summary, runs, task: str, scale: str):
+    if kind == "savings":
+        return tables.savings_table(summary, runs, task, scale, variants=False)
+    if kind == "fit_steps":
+        return tables.fit_steps_table(summary, runs, task, scale)
+    if kind == "adapters":
+        table = tables.savings_table(summary, runs, task, scale, variants=False, adapters=True)
+        return table if any(c.startswith("AF ") for c in table.columns) else table.iloc[0:0]
+    return tables.init_table(runs, task, scale)
+
+
+def markdown(df, caption: str) -> str:
+    text = tables.to_markdown(df, f"**{caption}**")
+    flagged = df.astype(str).apply(lambda c: c.str.contains("†")).any().any()
+    return text + (f"\n{tables.WALL_NOTE}\n" if flagged else "")
+
+
+def write_table(df, out: Path, stem: str, caption: str) -> list[Path]:
+    md, tex = out / f"{stem}.md", out / f"{stem}.tex"
+    md.write_text(markdown(df, caption))
+    note = f" {tables.WALL_NOTE}" if "†" in markdown(df, caption) else ""
+    tex.write_text(tables.to_latex(df, caption + note, f"table:{stem}"))
+    return [md, tex]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n")[0])
+    p.add_argument("--runs", required=True, type=Path, help="directory searched (recursively) for run records")
+    p.add_argument("--out", required=True, type=Path, help="where tables, figures and report.md go")
+    p.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats (default: png pdf)")
+    p.add_argument("--no-pair-seeds", action="store_true",
+                   help="always divide by the seed-mean scratch curve instead of pairing seeds")
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    if not args.runs.is_dir():
+        print(f"error: --runs {args.runs}: no such directory", file=sys.stderr)
+        return 2
+    runs_list, problems = load_runs(args.runs)
+    for prob in problems:
+        print(prob, file=sys.stderr)
+    if not runs_list:
+        print(f"error: no complete run records under {args.runs}", file=sys.stderr)
+        return 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs, curves = runs_frame(runs_list), curves_frame(runs_list)
+    seeds = all_savings(curves, runs, pair_seeds=not args.no_pair_seeds)
+    summary = summarize(seeds)
+    written = []
+    if not seeds.empty:
+        seeds.to_csv(args.out / "savings_seeds.csv", index=False)
+        summary.to_csv(args.out / "savings_summary.csv", index=False)
+        written += [args.out / "savings_seeds.csv", args.out / "savings_summary.csv"]
+
+    report = [f"# Analysis of {args.runs}", "", f"{len(runs_list)} complete runs read; "
+              f"{sum(p.kind in ('incomplete', 'corrupt', 'duplicate') for p in problems)} left out.", "",
+              TARGET_NOTE, ""]
+    if problems:
+        report += ["## Runs left out or flagged", ""]
+        report += [f"- {p.kind}: `{p.dir}` — {p.message}" for p in problems] + [""]
+    groups = sorted(set(zip(runs.loc[runs["role"] == "large", "task"], runs.loc[runs["role"] == "large", "scale"])))
+    scales = sorted({s for _, s in groups})
+    missing = []
+    report += ["## Paper tables", ""]
+    for scale in scales:
+        for name, (task, kind, caption) in PAPER_TABLES.items():
+            df = build_table(kind, summary, runs, task, scale) if not summary.empty or kind == "init" else None
+            if df is None or df.empty:
+                missing.append(f"{name}-{scale} (needs {NEEDS[kind]} of {task})")
+                continue
+            written += write_table(df, args.out, f"{name}-{scale}", f"{caption} [{scale} scale]")
+            report += [markdown(df, f"{caption} [{scale} scale]"), ""]
+    report += ["## Savings per task", ""]
+    for task, scale in groups:
+        df = tables.savings_table(summary, runs, task, scale) if not summary.empty else None
+        if df is None or df.empty:
+            missing.append(f"savings-{task}-{scale} (no scratch run: no target)")
+            continue
+        target = summary[(summary["task"] == task) & (summary["scale"] == scale)]["target"].iloc[0]
+        caption = f"{task} [{scale}]: target {target:.4g}"
+        written += write_table(df, args.out, f"savings-{task}-{scale}", caption)
+        report += [markdown(df, caption), ""]
+    figs = []
+    for scale in scales:
+        for name in figures.PAPER_FIGURES:
+            got = figures.paper_figure(curves, name, scale, args.out, args.formats)
+            figs += got
+            if not got:
+                missing.append(f"{name}-{scale} (no runs for any of its panels)")
+        for task, s in groups:
+            if s == scale:
+                figs += figures.curve_figure(curves, task, scale, args.out, args.formats)
+    written += figs
+    report += ["## Figures", ""] + [f"- [{f.name}]({f.name})" for f in figs if f.suffix == ".png"] + [""]
+    if missing:
+        report += ["## Not produced (no runs for them)", ""] + [f"- {m}" for m in missing] + [""]
+    (args.out / "report.md").write_text("\n".join(report))
+    written.append(args.out / "report.md")
+    print(f"{len(written)} files written to {args.out} from {len(runs_list)} runs in "
+          f"{time.perf_counter() - t0:.1f} s; see {args.out / 'report.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""Run records -> pandas DataFrames (DESIGN.md §1: analysis reads only the run-record format).
+
+`load_runs(root)` walks a directory of runs and returns the complete ones plus a list of problems (incomplete,
+corrupt, duplicate, truncated last line) so that nothing is dropped silently. `runs_frame` has one row per run;
+`curves_frame` one row per evaluation point (what every saving and every figure is computed from).
+
+A run's *label* is its directory name without the `-s<seed>` suffix (`ligo-fit500-s1` -> `ligo-fit500`), so
+variants of one method (bench/sweeps.py names them) are told apart; a directory named otherwise takes the
+method's name. Pretraining runs of the small model (task `<name>:small`, e.g. the cache under
+runs/out/cache/small, or the `small-s<seed>` copies a sweep makes) get role "small" and label "small": they
+give the figures' dotted line and Table 5's first row (label "small"; "small-<variant>" for a small model
+pretrained differently, e.g. Figure 7's briefly trained one).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+# Why import runs.record rather than re-implement it: it is the format's one reader, stdlib only (runs/__init__
+# is empty, so no torch is pulled in), and it owns the truncated-last-line recovery that analysis must share.
+# Nothing else from runs/, models/, methods/ or tasks/ is imported here or anywhere in analysis/.
+from runs.record import CONFIG, METRICS, Run, load_run
+
+SEED_SUFFIX = re.compile(r"^(?P<label>.+)-s(?P<seed>\d+)$")
+SMALL_SUFFIX = ":small"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A run directory left out of (or kept with a caveat in) the analysis, and why."""
+    dir: Path
+    kind: str        # "incomplete" | "corrupt" | "duplicate" | "truncated" (kept) | "mismatch" (kept)
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.kind:10s} {self.dir}: {self.message}"
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """Directories holding a run record. A run's own `model/config.json` (HF export) is not a run: we do not
+    descend into a run directory, and a config.json without task/method keys is not a run config."""
+    found = []
+    for here, dirs, files in os.walk(root):
+        dirs.sort()
+        if CONFIG not in files:
+            continue
+        if METRICS in files or _looks_like_run_config(Path(here) / CONFIG):
+            found.append(Path(here))
+            dirs[:] = []
+    return found
+
+
+def _looks_like_run_config(path: Path) -> bool:
+    try:
+        c = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return isinstance(c, dict) and "task" in c and "method" in c
+
+
+def _check(run: Run) -> str | None:
+    """Why a loaded record cannot be analysed, or None."""
+    c = run.config
+    try:
+        c["task"]["name"], c["task"]["scale"], c["method"]["name"]
+    except (KeyError, TypeError):
+        return "config.json lacks task.name, task.scale or method.name"
+    if not any(r.get("eval_loss") is not None or r.get("eval_acc") is not None for r in run.metrics):
+        return "metrics.jsonl has no evaluation rows"
+    if any("step" not in r or "flops" not in r for r in run.metrics):
+        return "a metrics row lacks step or flops"
+    return None
+
+
+def load_runs(root: Path) -> tuple[list[Run], list[Problem]]:
+    """Every complete, readable run under `root` (sorted by path), and the problems met on the way."""
+    runs, problems, seen = [], [], {}
+    for d in find_run_dirs(Path(root)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                run = load_run(d)
+            except (OSError, ValueError, TypeError) as e:   # json.JSONDecodeError is a ValueError
+                problems.append(Problem(d, "corrupt", f"{type(e).__name__}: {e}"))
+                continue
+        problems += [Problem(d, "truncated", str(w.message)) for w in caught]
+        why = _check(run)
+        if not run.complete and (why is None or not why.startswith("config")):
+            # a run still fitting or training has no eval row yet either: that is incomplete, not corrupt
+            last = max((r["step"] for r in run.metrics if "step" in r), default=None)
+            where = "nothing logged yet" if last is None else f"last logged step {last}"
+            problems.append(Problem(d, "incomplete", f"no summary.json ({where}); resume it"))
+            continue
+        if why:
+            problems.append(Problem(d, "corrupt", why))
+            continue
+        key = identity(run)
+        if key in seen:
+            # a sweep's small-s<seed> copy of the cached small run is the same record: no need to say so
+            if run.config != seen[key].config:
+                problems.append(Problem(d, "duplicate", f"same task/scale/label/seed as {seen[key].dir}; left out"))
+            continue
+        seen[key] = run
+        runs.append(run)
+    return runs, problems + recipe_mismatches(runs)
+
+
+def identity(run: Run) -> tuple[str, str, str, str, int]:
+    """(task, scale, role, label, seed): the key a run is grouped and paired by."""
+    task = run.config["task"]["name"]
+    role = "small" if task.endswith(SMALL_SUFFIX) else "large"
+    seed = run.config.get("seed")
+    m = SEED_SUFFIX.match(run.dir.name)
+    if role == "small":   # small-s0 (a sweep's copy), small-<variant>-s0; the cache's digest names give "small"
+        label = m.group("label") if m and m.group("label").startswith("small") else "small"
+    else:
+        label = m.group("label") if m else run.config["method"]["name"]
+    if seed is None and m:
+        seed = int(m.group("seed"))
+    return task.removesuffix(SMALL_SUFFIX), run.config["task"]["scale"], role, label, int(seed or 0)
+
+
+def recipe_mismatches(runs: list[Run]) -> list[Problem]:
+    """Savings compare a method with scratch under one training recipe; a run trained under another recipe than
+    its task's scratch run is kept but flagged (e.g. a `--steps` override), since its saving is then not the
+    paper's quantity."""
+    scratch = {}
+    for r in runs:
+        t, s, role, _, _ = identity(r)
+        if role == "large" and r.config["method"]["name"] == "scratch":
+            scratch.setdefault((t, s), r.config["task"].get("recipe"))
+    out = []
+    for r in runs:
+        t, s, role, _, _ = identity(r)
+        ref = scratch.get((t, s))
+        if role == "large" and ref is not None and r.config["task"].get("recipe") != ref:
+            out.append(Problem(r.dir, "mismatch", "trained with another recipe than the task's scratch run"))
+    return out
+
+
+# eval.json result names -> the paper's column names; SQuAD gives two columns (the paper prints F1 / EM)
+DOWNSTREAM_NAMES = {"sst2": "SST-2", "mnli_m": "MNLI", "mnli_mm": "MNLI-mm", "mrpc": "MRPC", "cola": "CoLA",
+                    "qnli": "QNLI", "qqp": "QQP", "stsb": "STS-B", "rte": "RTE", "wnli": "WNLI",
+                    "squad_v1": "SQuADv1.1", "squad_v2": "SQuADv2.0", "cifar10": "CIFAR10", "cifar100": "CIFAR100",
+                    "flowers102": "Flowers", "stanford_cars": "Cars", "chestxray8": "ChestXRay8",
+                    "bbc_news": "BBC News (mini)", "digits": "digits (mini)"}
+SUITE_PREFIX = {"adapters": "AF "}        # Table 6's AdapterFusion scores, kept apart from Table 1's
+EVAL_FILE = "eval.json"                  # written by tasks/evals (run.py --eval / --evaluate) into a run directory
+
+
+def downstream_scores(run: Run) -> dict[str, float]:
+    """Downstream scores (percent) from the run's eval.json, if it was evaluated: {"suites": {suite: {"tasks":
+    {name: {"metrics": {..., "score"}}}, "average"}}}. GLUE-style tasks give their score, SQuAD its F1 and
+    EM, a suite its average ("Avg. GLUE"). A run never evaluated has none; the tables then show eval loss only."""
+    path = run.dir / EVAL_FILE
+    try:
+        record = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, json.JSONDecodeError):
+        return {}
+    flat = {}
+    for suite, body in (record.get("suites") or {}).items():
+        prefix = SUITE_PREFIX.get(suite, "")
+        for name, entry in (body.get("tasks") or {}).items():
+            metrics, col = entry.get("metrics") or {}, prefix + DOWNSTREAM_NAMES.get(name, name)
+            if name.startswith("squad"):
+                for key, short in (("f1", "F1"), ("exact_match", "EM"), ("exact", "EM")):
+                    if isinstance(metrics.get(key), (int, float)):
+                        flat[f"{col} {short}"] = float(metrics[key])
+            elif isinstance(metrics.get("score"), (int, float)):
+                flat[col] = float(metrics["score"])
+        if isinstance(body.get("average"), (int, float)) and len(body.get("tasks") or {}) > 1:
+            flat[f"{prefix}Avg. {suite.upper() if suite == 'glue' else suite}"] = float(body["average"])
+    return flat
+
+
+def runs_frame(runs: list[Run]) -> pd.DataFrame:
+    """One row per run: identity, final metrics, total cost, fit cost, the small model's pretraining cost."""
+    rows = []
+    for r in runs:
+        task, scale, role, label, seed = identity(r)
+        first = min(r.metrics, key=lambda m: m["step"])
+        small = r.config.get("small") or {}
+        rows.append({
+            "task": task, "scale": scale, "role": role, "label": label, "method": r.config["method"]["name"],
+            "seed": seed, "dir": str(r.dir),
+            "final_loss": r.summary.get("eval_loss"), "final_acc": r.summary.get("eval_acc"),
+            "flops": r.summary.get("flops"), "wall": r.summary.get("wall"), "steps": r.summary.get("step"),
+            # step 0 is logged right after the operator fit, so its cumulative flops are the fit's cost
+            "fit_flops": first.get("flops_fit", first.get("flops", 0.0)) if first["step"] == 0 else 0.0,
+            # records so far log wall 0.0 at step 0 even after a fit: the fit's wall time is then unknown
+            "fit_wall_missing": first["step"] == 0 and first.get("flops", 0.0) > 0 and not first.get("wall"),
+            "init_loss": first.get("eval_loss") if first["step"] == 0 else None,
+            "init_acc": first.get("eval_acc") if first["step"] == 0 else None,
+            # has_small False: grown from nothing (scratch), so charging its small model charges zero
+            "has_small": bool(r.config.get("small")),
+            "pretrain_flops": small.get("pretrain_flops"), "pretrain_wall": small.get("pretrain_wall"),
+            "method_config": (r.config["method"].get("config") or {}),
+            "downstream": downstream_scores(r),
+        })
+    cols = ["task", "scale", "role", "label", "method", "seed", "dir", "final_loss", "final_acc", "flops",
+            "wall", "steps", "fit_flops", "fit_wall_missing", "init_loss", "init_acc", "has_small", "pretrain_flops",
+            "pretrain_wall", "method_config", "downstream"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def curves_frame(runs: list[Run]) -> pd.DataFrame:
+    """One row per evaluation point of every run, sorted by step: the curves savings and figures read."""
+    rows = []
+    for r in runs:
+        task, scale, role, label, seed = identity(r)
+        for m in sorted(r.metrics, key=lambda m: m["step"]):
+            if m.get("eval_loss") is None and m.get("eval_acc") is None:
+                continue
+            rows.append({"task": task, "scale": scale, "role": role, "label": label,
+                         "method": r.config["method"]["name"], "seed": seed, "step": m["step"],
+                         "flops": float(m["flops"]), "wall": float(m.get("wall") or 0.0),
+                         "eval_loss": m.get("eval_loss"), "eval_acc": m.get("eval_acc"),
+                         "stage": m.get("stage")})
+    cols = ["task", "scale", "role", "label", "method", "seed", "step", "flops", "wall", "eval_loss",
+            "eval_acc", "stage"]
+    df = pd.DataFrame(rows, columns=cols)
+    for c in ("eval_loss", "eval_acc"):
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+    return df

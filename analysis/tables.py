@@ -1,0 +1,201 @@
+"""Tables in the paper's layout, as DataFrames of display strings, rendered to Markdown and LaTeX.
+
+- `savings_table`: Table 1 / Table 2 style — savings in FLOPs and wall time (and the App. C.1 variant that
+  charges the small model's pretraining) next to the final eval loss or accuracy and any downstream scores.
+- `fit_steps_table`: Table 3 — LiGO's operator-fit steps, the FLOPs they add, and the saving.
+- `init_table`: Table 5 — the small model, the LiGO-grown model before any further pretraining, after it,
+  and the large model from scratch, by pretraining eval loss (what every record holds) and by downstream
+  scores where runs were evaluated (tasks/evals writes eval.json into the run directory).
+A saving that was never reached is written "not reached", never as a number.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+# display names and order follow the paper's tables; labels not listed keep their own name, after these
+DISPLAY = {"scratch": "Scratch", "stackbert": "StackBERT", "interpolation": "Interpolation", "mslt": "MSLT",
+           "ki": "KI", "net2net": "Net2Net", "bert2bert": "bert2BERT", "ligo": "LiGO", "small": "Small (scratch)"}
+ORDER = list(DISPLAY)
+GLUE_ORDER = ["SST-2", "MNLI", "MNLI-mm", "MRPC", "CoLA", "QNLI", "QQP", "STS-B", "RTE", "WNLI"]
+DOWNSTREAM_ORDER = GLUE_ORDER + ["SQuADv1.1 F1", "SQuADv1.1 EM", "SQuADv2.0 F1", "SQuADv2.0 EM", "Avg. GLUE",
+                                 "CIFAR10", "CIFAR100", "Flowers", "Cars", "ChestXRay8"]
+DOWNSTREAM_ORDER += [f"AF {c}" for c in GLUE_ORDER + ["Avg. GLUE"]]   # Table 6 (AdapterFusion)
+WALL_NOTE = "† the record has no wall time for the operator fit (step 0 logs wall 0.0): wall saving without the fit"
+FIT_STEPS_LABEL = re.compile(r"^ligo(-fit\d+)?$")   # bench/sweeps.py names Table 3's runs ligo-fit<N>
+
+
+def method_of(label: str) -> str:
+    """The method part of a label: sweeps name variants `ligo-fit500`, run.py's default directories
+    `ligo+layer_drop0.1` (training strategies)."""
+    return re.split(r"[-+]", label, maxsplit=1)[0]
+
+
+def is_variant(label: str) -> bool:
+    return method_of(label) != label
+
+
+def display(label: str) -> str:
+    head = method_of(label)
+    rest = label[len(head):].lstrip("-")
+    return DISPLAY.get(label) or (f"{DISPLAY[head]} ({rest})" if head in DISPLAY and rest else label)
+
+
+def label_key(label: str) -> tuple:
+    """The paper's method order, each method before its variants, variants in natural order (fit50 < fit300)."""
+    head = method_of(label)
+    natural = tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", label) if t)
+    return (ORDER.index(head) if head in ORDER else len(ORDER), label != head, natural)
+
+
+def pct(mean: float, std: float = math.nan) -> str:
+    if mean is None or pd.isna(mean):
+        return "not reached"
+    return f"{100 * mean:.1f}%" + ("" if pd.isna(std) else f" ± {100 * std:.1f}")
+
+
+def num(mean: float, std: float = math.nan, digits: int = 3) -> str:
+    if mean is None or pd.isna(mean):
+        return "--"
+    return f"{mean:.{digits}f}" + ("" if pd.isna(std) else f" ± {std:.{digits}f}")
+
+
+def _saving_cell(row: pd.Series, col: str) -> str:
+    if row["n_reached"] == 0:
+        return "not reached"
+    if col.endswith("_with_small") and pd.isna(row[f"{col}_mean"]):
+        return "unknown"            # the small model came from --small: its pretraining cost is not recorded
+    cell = pct(row[f"{col}_mean"], row[f"{col}_std"])
+    if row["n_reached"] < row["n_seeds"]:
+        cell += f" ({row['n_seeds'] - row['n_reached']}/{row['n_seeds']} seeds not reached)"
+    return cell
+
+
+def _downstream(runs: pd.DataFrame, adapters: bool | None = False) -> pd.DataFrame:
+    """Mean downstream score per label over seeds, columns in the paper's order. adapters: False = full
+    fine-tuning only (Table 1/2), True = AdapterFusion columns only (Table 6), None = everything."""
+    rows = [{"label": r["label"], **r["downstream"]} for _, r in runs.iterrows() if r["downstream"]]
+    if not rows:
+        return pd.DataFrame()
+    df = pd.DataFrame(rows).groupby("label").mean(numeric_only=True)
+    if adapters is not None:
+        df = df[[c for c in df if c.startswith("AF ") == adapters]]
+    cols = [c for c in DOWNSTREAM_ORDER if c in df] + sorted(c for c in df if c not in DOWNSTREAM_ORDER)
+    return df[cols]
+
+
+def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str, variants: bool = True,
+                  adapters: bool | None = False) -> pd.DataFrame:
+    """Table 1/2 layout for one task and scale (rows: scratch first, then the paper's order). variants=False
+    keeps the main comparison only (labels without a suffix, as the paper's tables), not e.g. ligo-fit500;
+    adapters=True gives Table 6 (AdapterFusion scores in place of full fine-tuning)."""
+    s = summary[(summary["task"] == task) & (summary["scale"] == scale)]
+    if not variants and not s.empty:
+        s = s[~s["label"].map(is_variant)]
+    if s.empty:
+        return pd.DataFrame()
+    r = runs[(runs["task"] == task) & (runs["scale"] == scale) & (runs["role"] == "large")]
+    down = _downstream(r, adapters)
+    acc = s["metric"].iloc[0] == "eval_acc"
+    rows = []
+    for _, row in sorted(s.iterrows(), key=lambda kv: label_key(kv[1]["label"])):
+        is_scratch = row["method"] == "scratch" and row["label"] == "scratch"
+        cells = {"Method": display(row["label"])}
+        for col, name in (("saving_flops", "Savings (FLOPs)"), ("saving_wall", "Savings (Walltime)"),
+                          ("saving_flops_with_small", "Savings incl. small (FLOPs)"),
+                          ("saving_wall_with_small", "Savings incl. small (Walltime)")):
+            cells[name] = "--" if is_scratch else _saving_cell(row, col)
+            if "wall" in col and row["fit_wall_missing"] and cells[name] not in ("not reached", "unknown"):
+                cells[name] += " †"   # see WALL_NOTE: the operator fit's wall time is not in the record
+        final = f"Final eval {'acc.' if acc else 'loss'}"
+        cells[final] = (pct(row["final_mean"], row["final_std"]) if acc
+                        else num(row["final_mean"], row["final_std"]))
+        if not down.empty:
+            for c in down.columns:
+                v = down[c].get(row["label"], math.nan)
+                cells[c] = "--" if pd.isna(v) else f"{v:.2f}"
+        cells["Seeds"] = str(row["n_seeds"])
+        rows.append(cells)
+    return pd.DataFrame(rows)
+
+
+def fit_steps_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str) -> pd.DataFrame:
+    """Table 3: one row per LiGO fit-steps setting (labels ligo and ligo-fit<N>)."""
+    s = summary[(summary["task"] == task) & (summary["scale"] == scale)
+                & summary["label"].str.match(FIT_STEPS_LABEL)]
+    r = runs[(runs["task"] == task) & (runs["scale"] == scale)]
+    rows = []
+    for _, row in s.iterrows():
+        cfg = r[r["label"] == row["label"]]["method_config"].iloc[0]
+        rows.append({"steps": cfg.get("fit_steps"), "# of Steps": str(cfg.get("fit_steps", "?")),
+                     "+FLOPs": f"{row['fit_flops']:.3g}", "Savings": _saving_cell(row, "saving_flops")})
+    if not rows:
+        return pd.DataFrame()
+    df = pd.DataFrame(rows).drop_duplicates("steps")
+    return df.sort_values("steps", key=lambda c: pd.to_numeric(c, errors="coerce")).drop(columns="steps")
+
+
+def init_table(runs: pd.DataFrame, task: str, scale: str, label: str = "ligo") -> pd.DataFrame:
+    """Table 5: small (scratch), large grown with `label` before / after pretraining, large from scratch.
+    The grown-but-untrained row takes its eval loss from step 0 of the `label` runs and its downstream scores
+    from runs labelled `<label>-init` (a grown model evaluated downstream without training), if any."""
+    r = runs[(runs["task"] == task) & (runs["scale"] == scale)]
+    small = r[(r["role"] == "small") & (r["label"] == "small")]
+    grown = r[(r["role"] == "large") & (r["label"] == label)]
+    grown_init = r[(r["role"] == "large") & (r["label"] == f"{label}-init")]
+    scratch = r[(r["role"] == "large") & (r["label"] == "scratch")]
+    if grown.empty:
+        return pd.DataFrame()
+    acc = grown["final_acc"].notna().any()
+    final, init = ("final_acc", "init_acc") if acc else ("final_loss", "init_loss")
+    name = DISPLAY.get(label, label)
+    spec = [("Small (scratch)", small, final, small), (f"Large ({name} init)", grown, init, grown_init),
+            (f"Large ({name} init + pretrain)", grown, final, grown), ("Large (scratch)", scratch, final, scratch)]
+    rows = []
+    for title, part, col, evaluated in spec:
+        vals = pd.to_numeric(part[col], errors="coerce").dropna()
+        cell = {"Model": title, f"Eval {'acc.' if acc else 'loss'}":
+                num(vals.mean() if len(vals) else math.nan, vals.std(ddof=1) if len(vals) > 1 else math.nan),
+                "Seeds": str(len(vals))}
+        down = _downstream(evaluated.assign(label=title)) if len(evaluated) else pd.DataFrame()
+        if not down.empty:
+            cell.update({c: f"{down[c].iloc[0]:.2f}" for c in down.columns})
+        rows.append(cell)
+    return pd.DataFrame(rows).fillna("--")
+
+
+def to_markdown(df: pd.DataFrame, caption: str = "") -> str:
+    """A GitHub-Markdown table (no tabulate dependency)."""
+    if df.empty:
+        return f"{caption}\n\n(no data)\n" if caption else "(no data)\n"
+    head = "| " + " | ".join(map(str, df.columns)) + " |"
+    sep = "|" + "|".join(":---" if i == 0 else "---:" for i in range(len(df.columns))) + "|"
+    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(([caption, ""] if caption else []) + [head, sep] + body) + "\n"
+
+
+def _tex(text: str) -> str:
+    text = str(text).replace("\\", r"\textbackslash{}")
+    for a, b in (("%", r"\%"), ("_", r"\_"), ("&", r"\&"), ("#", r"\#"), ("±", r"$\pm$"), ("→", r"$\rightarrow$"),
+                 ("†", r"$^\dagger$")):
+        text = text.replace(a, b)
+    return text
+
+
+def to_latex(df: pd.DataFrame, caption: str = "", label: str = "") -> str:
+    """A LaTeX table in the paper's style (first column left, a rule after it), plain tabular + hlines."""
+    if df.empty:
+        return f"% {caption}: no data\n"
+    spec = "l|" + "c" * (len(df.columns) - 1)
+    lines = [r"\begin{table}", r"\centering"]
+    if caption:
+        lines.append(rf"\caption{{{_tex(caption)}}}")
+    if label:
+        lines.append(rf"\label{{{label}}}")
+    lines += [rf"\begin{{tabular}}{{{spec}}}", r"\hline",
+              " & ".join(rf"\textbf{{{_tex(c)}}}" for c in df.columns) + r" \\", r"\hline"]
+    lines += [" & ".join(_tex(v) for v in row) + r" \\" for row in df.itertuples(index=False)]
+    lines += [r"\hline", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,324 @@
+"""Sweep definitions: the (method, task, scale, seeds) behind every table and figure of the paper, and a runner.
+
+    python -m bench.sweeps --list                                    # the sweeps and what each covers
+    python -m bench.sweeps mini --scale mini --seeds 0 1 --out runs/mini --eval mini --prune
+    python -m bench.sweeps bert --dry-run                            # the plan: done / resume / new / unavailable
+    python -m analysis --runs runs/mini --out results/mini           # then the tables and figures
+
+Runs land in OUT/<task>-<scale>/<label>-s<seed>/ (the label names a variant, e.g. ligo-fit500; analysis reads
+it back from the directory name). A re-run skips complete runs (summary.json present) and resumes incomplete
+ones from their checkpoint, so an interrupted sweep is continued by running the same command again. Next to the
+runs of each seed the runner copies the small model's pretraining record (config, metrics, summary; no
+weights) as small-s<seed>/, so the figures' dotted line and Table 5's first row travel with committed records.
+An entry whose method or option does not exist yet is reported as unavailable and the rest still run.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+ALL_METHODS = ("scratch", "stackbert", "interpolation", "mslt", "net2net", "bert2bert", "ki", "ligo")
+RECORD_FILES = ("config.json", "metrics.jsonl", "summary.json", "eval.json")   # eval.json: if evaluated
+
+
+@dataclass(frozen=True)
+class Entry:
+    task: str
+    method: str
+    label: str = ""                     # run directory name before -s<seed>; default: the method's name
+    settings: tuple = ()                # ((key, value), ...): method options or recipe fields, as run.py --set
+    small_steps_frac: float | None = None   # pretrain the small model for this fraction of its steps (Figure 7)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.method
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    covers: str                         # the paper's tables and figures it feeds
+    entries: Callable[[str], list[Entry]]   # scale -> entries (some sweeps differ by scale, e.g. fit steps)
+
+
+def methods(task: str, names=ALL_METHODS) -> list[Entry]:
+    return [Entry(task, m) for m in names]
+
+
+def fit_steps_entries(scale: str) -> list[Entry]:
+    # paper Table 3: 100 (the default), 500, 1000, 10000 fit steps against 400K training steps. At mini scale
+    # training is 300 steps, so the paper's ratio cannot be kept; 10..300 spans "negligible" to "as long as
+    # training" instead. The default (100) run is the plain `ligo` label shared with the main comparison.
+    steps = (500, 1000, 10000) if scale == "paper" else (10, 50, 300)
+    return [Entry("bert_small_base", "scratch"), Entry("bert_small_base", "ligo")] + [
+        Entry("bert_small_base", "ligo", f"ligo-fit{n}", (("fit_steps", n),)) for n in steps]
+
+
+# Orthogonal strategies (DESIGN.md §4, paper App. B.3; runs/strategies.py): `True` is the paper's setting
+# (layer dropping capped at 0.1, 15% of tokens set aside, the sub-network trained for 50K of 400K steps).
+# bert2BERT's own two-stage pretraining keeps its grown upper blocks (staged_grow=keep).
+ORTHOGONAL = [Entry("bert_small_base", "scratch"), Entry("bert_small_base", "ligo"),
+              Entry("bert_small_base", "ligo", "ligo-layerdrop", (("layer_drop", True),)),
+              Entry("bert_small_base", "ligo", "ligo-tokendrop", (("token_drop", True),)),
+              Entry("bert_small_base", "bert2bert"),
+              Entry("bert_small_base", "bert2bert", "bert2bert-staged", (("staged", True), ("staged_grow", "keep"))),
+              Entry("bert_small_base", "ligo", "ligo-staged", (("staged", True),))]
+
+SWEEPS: dict[str, Sweep] = {s.name: s for s in [
+    Sweep("bert", "Table 1, Figure 2(a-b), Table 5, Table 6 savings columns",
+          lambda scale: methods("bert_small_base")),
+    Sweep("bert_large", "Figure 2(c)",
+          lambda scale: methods("bert_small_large", ("scratch", "ligo"))
+          + methods("bert_base_large", ("scratch", "ligo"))),
+    Sweep("roberta", "Figure 3(a-b)", lambda scale: methods("roberta_small_base")),
+    Sweep("gpt2", "Figure 3(c)", lambda scale: methods("gpt2_base_medium")),
+    Sweep("deit", "Table 2, Figure 4", lambda scale: methods("deit_s_b")),
+    Sweep("cait", "Figure 8 (App. C.2)", lambda scale: methods("cait_xs_s")),
+    Sweep("orthogonal", "Figure 5", lambda scale: ORTHOGONAL),
+    Sweep("depth_only", "Figure 6(a)",
+          lambda scale: methods("bert_depth_only", ("scratch", "stackbert", "interpolation", "mslt", "ligo"))),
+    Sweep("width_only", "Figure 6(b) (direct copy is not implemented; FPI = net2net, AKI = bert2bert)",
+          lambda scale: methods("bert_width_only", ("scratch", "net2net", "bert2bert", "ligo"))),
+    Sweep("small_briefly", "Figure 7 (App. C.1): small model pretrained 50K of 220K steps",
+          lambda scale: methods("bert_small_base", ("scratch", "ligo"))
+          + [Entry("bert_small_base", "ligo", "ligo-smallshort", small_steps_frac=50 / 220)]),
+    Sweep("fit_steps", "Table 3", fit_steps_entries),
+    Sweep("ligo_init", "Table 5 (pretraining-loss form; downstream fine-tuning not run)",
+          lambda scale: methods("bert_small_base", ("scratch", "ligo"))),
+    Sweep("gpt2_xl", "App. C.5 (GPT2-Medium -> GPT2-1.5B)",
+          lambda scale: methods("gpt2_medium_xl", ("scratch", "ligo"))),
+]}
+# the committed mini-scale comparison: BERT with every method, a GPT-2 and a vision comparison
+SWEEPS["mini"] = Sweep("mini", "the committed mini-scale results (bert + gpt2 + deit)",
+                       lambda scale: [e for n in ("bert", "gpt2", "deit") for e in SWEEPS[n].entries(scale)])
+SWEEPS["all"] = Sweep("all", "every table and figure",
+                      lambda scale: [e for s in list(SWEEPS.values()) if s.name not in ("mini", "all")
+                                     for e in s.entries(scale)])
+
+
+def plan(names: list[str], scale: str, seeds: list[int], only: list[str] | None = None) -> list[tuple[Entry, int]]:
+    """(entry, seed) pairs of the named sweeps, without repeats (sweeps share runs, e.g. scratch)."""
+    seen, out = set(), []
+    for name in names:
+        if name not in SWEEPS:
+            raise KeyError(f"unknown sweep '{name}'; known: {', '.join(SWEEPS)}")
+        for e in SWEEPS[name].entries(scale):
+            for seed in seeds:
+                key = (e.task, e.name, seed)
+                if key not in seen and (not only or e.method in only):
+                    seen.add(key)
+                    out.append((e, seed))
+    return out
+
+
+def run_dir(out: Path, entry: Entry, scale: str, seed: int) -> Path:
+    return out / f"{entry.task}-{scale}" / f"{entry.name}-s{seed}"
+
+
+def status(path: Path) -> str:
+    if (path / "summary.json").exists():
+        return "done"
+    return "resume" if (path / "config.json").exists() else "new"
+
+
+def build(entry: Entry, scale: str, common: tuple = ()):
+    """(task, method, strategies) for an entry, or raise LookupError saying what is missing. Settings go where
+    run.py --set sends them: method options, recipe fields, training strategies (runs/strategies.py: layer_drop,
+    token_drop, staged, ...). `common` settings (--set) apply to every entry, e.g. data_path=... at paper scale;
+    they never enter the run's label."""
+    from methods import METHODS, get_method
+    from methods.base import config_fields
+    from tasks import get_task
+    try:
+        from runs.strategies import FIELDS as STRATEGY_FIELDS, strategies_from_settings
+    except ImportError:                 # a checkout without training strategies: their entries are unavailable
+        STRATEGY_FIELDS, strategies_from_settings = {}, None
+    if entry.method not in METHODS:
+        raise LookupError(f"method '{entry.method}' is not registered yet")
+    task = get_task(entry.task, scale=scale)
+    recipe_keys = {f.name for f in dataclasses.fields(task.recipe)}
+    options, recipe, strategies = {}, {}, {}
+    for key, value in tuple(common) + tuple(entry.settings):
+        if key in config_fields(METHODS[entry.method]):
+            options[key] = value
+        elif key in recipe_keys:
+            recipe[key] = value
+        elif key in STRATEGY_FIELDS:
+            strategies[key] = value
+        elif key in ("data_path", "tokenizer"):
+            task = task.with_(**{key: str(value)})
+        else:
+            raise LookupError(f"neither method '{entry.method}', the recipe nor the training strategies have "
+                              f"an option '{key}' yet")
+    task = task.with_(recipe=task.recipe.with_(**recipe))
+    if entry.small_steps_frac is not None:
+        steps = max(1, round(task.small_recipe.steps * entry.small_steps_frac))
+        task = task.with_(small_recipe=task.small_recipe.with_(steps=steps))
+    return task, get_method(entry.method, task=task, **options), (strategies_from_settings(strategies) if strategies else None)
+
+
+def small_record_source(run: Path) -> Path | None:
+    """The cached pretraining run of the small model `run` grew from, if it came from the cache."""
+    import json
+    small = json.loads((run / "config.json").read_text()).get("small") or {}
+    src = Path(small.get("path") or "")
+    return src if small.get("source") == "cache" and (src / "summary.json").exists() else None
+
+
+def copy_small_record(run: Path, entry: Entry, seed: int) -> None:
+    """Copy the small model's pretraining record (no weights) next to the run, once per seed and variant
+    (again when the cached one has been evaluated since)."""
+    src = small_record_source(run)
+    label = "small" if entry.small_steps_frac is None else f"small-{entry.name}"
+    dst = run.parent / f"{label}-s{seed}"
+    if src is None or ((dst / "summary.json").exists() and not (src / "eval.json").exists()):
+        return
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in RECORD_FILES:
+        if (src / name).exists():
+            shutil.copy2(src / name, dst / name)
+
+
+def evaluate(run: Path, suites: list[str], device: str, log) -> None:
+    """Downstream evaluation (tasks/evals) of a finished run, for the suites eval.json does not hold yet;
+    it needs the exported model, so it runs before any pruning."""
+    import json
+    path = run / "eval.json"
+    have = set((json.loads(path.read_text()).get("suites") or {}) if path.exists() else ())
+    todo = [s for s in suites if s not in have]
+    if not todo:
+        return
+    if not (run / "model").is_dir():
+        raise FileNotFoundError(f"{run}: no model/ to evaluate (pruned?); re-run it without --prune")
+    from tasks.evals import EvalOptions, evaluate_run
+    evaluate_run(run, todo, options=EvalOptions(device=device), log=lambda msg: log(f"    {msg}"))
+
+
+def prune(run: Path) -> None:
+    """Leave only the record (config, metrics, summary, JSON artefacts): no checkpoint, no weights."""
+    (run / "checkpoint.pt").unlink(missing_ok=True)
+    shutil.rmtree(run / "model", ignore_errors=True)
+    for p in run.glob("*.pt"):
+        p.unlink()
+
+
+def train(task, method, strategies, path: Path, seed: int, device: str, resume: bool, log) -> None:
+    from runs.experiment import run_experiment
+    extra = {"strategies": strategies} if strategies is not None else {}
+    run_experiment(task, method, seed=seed, device=device, out=path, resume=resume, progress=False,
+                   log=lambda msg: log(f"    {msg}"), **extra)
+
+
+def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = None, out: Path | None = None,
+              only: list[str] | None = None, dry_run: bool = False, prune_done: bool = False,
+              device: str = "cpu", common: tuple = (), eval_suites: list[str] | None = None,
+              log=print) -> dict[str, list[str]]:
+    """Run (or with dry_run, list) every (entry, seed) of the named sweeps, evaluate them downstream on
+    `eval_suites` (and the small models they grew from), prune; returns runs by outcome."""
+    seeds = seeds if seeds is not None else ([0] if scale == "paper" else [0, 1])
+    if out is None:
+        from runs.experiment import OUT_ROOT
+        out = OUT_ROOT
+    todo = plan(names, scale, seeds, only)
+    outcome: dict[str, list[str]] = {"done": [], "ran": [], "unavailable": [], "failed": [], "planned": []}
+    for i, (entry, seed) in enumerate(todo, 1):
+        path = run_dir(Path(out), entry, scale, seed)
+        state, where = status(path), f"[{i}/{len(todo)}] {path}"
+        try:
+            task, method, strategies = build(entry, scale, common)
+        except LookupError as e:
+            log(f"{where}: unavailable ({e})")
+            outcome["unavailable"].append(f"{path}: {e}")
+            continue
+        if dry_run or state == "done":
+            log(f"{where}: " + ("complete, skipped" if state == "done" else f"would {state.replace('new', 'run')}"))
+            outcome["done" if state == "done" else "planned"].append(str(path))
+            if dry_run:
+                continue
+        step, ok = "training", True
+        try:   # one failing run must not stop the rest of the sweep
+            if state != "done":
+                log(f"{where}: {'resuming' if state == 'resume' else 'running'} ...")
+                t0 = time.perf_counter()
+                train(task, method, strategies, path, seed, device, state == "resume", log)
+                log(f"{where}: finished in {time.perf_counter() - t0:.0f} s")
+                outcome["ran"].append(str(path))
+            step = "evaluation"
+            for target in ([path, small_record_source(path)] if eval_suites else []):
+                if target is not None:
+                    evaluate(target, eval_suites, device, log)
+        except Exception as e:
+            log(f"{where}: {step} FAILED {type(e).__name__}: {e}")
+            log("".join(traceback.format_exception(e)[-3:]))
+            outcome["failed"].append(f"{path} ({step}): {type(e).__name__}: {e}")
+            if step == "training":
+                continue
+            ok = False          # trained but not evaluated: keep the weights for another try
+        copy_small_record(path, entry, seed)
+        if prune_done and ok:
+            prune(path)
+    return outcome
+
+
+def parse_setting(item: str) -> tuple[str, object]:
+    """KEY=VALUE with run.py's value rules (ints, floats, true/false, none, else the string)."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise ValueError(f"malformed --set '{item}'; expected key=value")
+    from run import parse_value          # the one definition of --set values (run.py at the repository root)
+    return key, parse_value(raw)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.sweeps", description="Run the sweeps behind the paper's "
+                                "tables and figures; complete runs are skipped, incomplete ones resumed.")
+    p.add_argument("names", nargs="*", help="sweep names (see --list)")
+    p.add_argument("--scale", default="mini", help="paper | mini | tiny (default: mini)")
+    p.add_argument("--seeds", type=int, nargs="+", help="default: 0 1 (paper scale: 0)")
+    p.add_argument("--out", type=Path, help="root of the run directories (default: runs/out)")
+    p.add_argument("--methods", nargs="+", help="only these methods")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
+    p.add_argument("--prune", action="store_true", help="delete checkpoints and weights of complete runs "
+                   "(keep the records only, for committing)")
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                   help="a recipe field or method option for every run, e.g. --set data_path=/data/wiki")
+    p.add_argument("--eval", nargs="+", metavar="SUITE", help="evaluate each finished run (and its small model) "
+                   "downstream with these tasks/evals suites before pruning, e.g. --eval mini, --eval glue squad")
+    p.add_argument("--list", action="store_true")
+    args = p.parse_args(argv)
+    if args.list or not args.names:
+        for s in SWEEPS.values():
+            by_task: dict[str, list[str]] = {}
+            for e in s.entries(args.scale):
+                if e.name not in by_task.setdefault(e.task, []):
+                    by_task[e.task].append(e.name)
+            print(f"{s.name:14s} {s.covers}")
+            for task, labels in by_task.items():
+                print(f"{'':14s} {task}: {', '.join(labels)}")
+        return 0 if args.list else 2
+    if args.scale in ("mini", "tiny"):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")   # the embedded scales never need the hub
+    try:
+        common = tuple(parse_setting(item) for item in args.settings)
+        result = run_sweep(args.names, args.scale, args.seeds, args.out, args.methods, args.dry_run, args.prune,
+                           args.device, common, args.eval)
+    except (KeyError, ValueError) as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
+    print("; ".join(f"{k}: {len(v)}" for k, v in result.items() if v))
+    for line in result["unavailable"] + result["failed"]:
+        print(f"  {line}")
+    return 1 if result["failed"] or result["unavailable"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""Analysis on synthetic run records with known answers (written in the real format by runs.record.RunWriter).
+
+Scratch reaches loss 4.0 at 400 FLOPs; a method that reaches it at 200 saves exactly 0.5, and so on.
+"""
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import all_savings, cost_to_reach, curves_frame, load_runs, runs_frame, summarize
+from analysis.tables import fit_steps_table, init_table, savings_table, to_latex, to_markdown
+from runs.record import RunWriter
+
+SCRATCH = [(0, 0, 10.0), (1, 100, 8.0), (2, 200, 6.0), (3, 300, 5.0), (4, 400, 4.0)]   # (step, flops, loss)
+
+
+def write_run(root: Path, method: str, points, seed=0, label=None, task="bert_small_base", scale="mini",
+              small=None, complete=True, acc=False, method_config=None, wall_per_flop=0.01):
+    """A run directory in the real format; points are (step, cumulative flops, eval metric)."""
+    d = root / f"{task}-{scale}" / f"{label or method}-s{seed}"
+    config = {"task": {"name": task, "scale": scale, "recipe": {"steps": 4}}, "seed": seed, "small": small,
+              "method": {"name": method, "config": method_config or {}}, "environment": {}}
+    w = RunWriter(d, config)
+    for step, flops, value in points:
+        row = {"step": step, "units": step * 10, "wall": flops * wall_per_flop, "flops": float(flops),
+               "flops_fit": float(points[0][1]), "stage": "init" if step == 0 else "train"}
+        row.update({"eval_loss": 1.0 - value, "eval_acc": value} if acc else {"eval_loss": value})
+        w.log(row)
+    if complete:
+        last = points[-1]
+        w.finish({"flops": float(last[1]), "wall": last[1] * wall_per_flop, "eval_loss": last[2],
+                  "eval_acc": last[2] if acc else None})
+    else:
+        w.close()
+    return d
+
+
+def analyse(root):
+    runs, problems = load_runs(root)
+    r, c = runs_frame(runs), curves_frame(runs)
+    seeds = all_savings(c, r)
+    return r, c, seeds, summarize(seeds), problems
+
+
+def row(df, label, seed=0):
+    return df[(df["label"] == label) & (df["seed"] == seed)].iloc[0]
+
+
+def test_half_the_flops_is_a_saving_of_one_half(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    write_run(tmp_path, "stackbert", [(0, 0, 9.0), (1, 50, 7.0), (2, 100, 5.0), (3, 150, 4.5), (4, 200, 4.0)])
+    _, _, seeds, _, _ = analyse(tmp_path)
+    s = row(seeds, "stackbert")
+    assert s["target"] == 4.0 and s["reached"]
+    assert s["flops_to_target"] == pytest.approx(200) and s["saving_flops"] == pytest.approx(0.5)
+    assert s["saving_wall"] == pytest.approx(0.5)
+    assert row(seeds, "scratch")["saving_flops"] == pytest.approx(0.0)
+
+
+def test_interpolates_linearly_between_eval_points(tmp_path):
+    curve = pd.DataFrame({"step": [0, 1, 2], "flops": [0.0, 100.0, 200.0], "wall": [0.0, 1.0, 2.0],
+                          "eval_loss": [9.0, 6.0, 3.0]})
+    # 4.0 lies 2/3 of the way from 6.0 (at 100) to 3.0 (at 200)
+    assert cost_to_reach(curve, 4.0) == pytest.approx(100 + 200 / 3)
+    assert cost_to_reach(curve, 4.0, cost="wall") == pytest.approx(1 + 2 / 3)
+    write_run(tmp_path, "scratch", SCRATCH)
+    write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 100, 6.0), (2, 200, 3.0)])
+    _, _, seeds, _, _ = analyse(tmp_path)
+    assert row(seeds, "ligo")["saving_flops"] == pytest.approx(1 - (100 + 200 / 3) / 400)
+
+
+def test_never_reaching_the_target_is_reported_not_a_number(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    write_run(tmp_path, "ki", [(0, 0, 10.0), (1, 300, 6.0), (2, 600, 4.5)])
+    r, _, seeds, summary, _ = analyse(tmp_path)
+    ki = row(seeds, "ki")
+    assert not ki["reached"] and math.isnan(ki["flops_to_target"]) and math.isnan(ki["saving_flops"])
+    table = savings_table(summary, r, "bert_small_base", "mini")
+    ki_row = table[table["Method"] == "KI"].iloc[0]
+    assert ki_row["Savings (FLOPs)"] == "not reached" and ki_row["Savings (Walltime)"] == "not reached"
+    assert "not reached" in to_markdown(table)
+
+
+def test_fit_cost_counts_and_reaching_at_step_zero_costs_the_fit(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    # the grown model is already below the target right after a fit of 40 FLOPs
+    write_run(tmp_path, "ligo", [(0, 40, 3.9), (1, 140, 3.5)])
+    r, _, seeds, _, _ = analyse(tmp_path)
+    assert row(seeds, "ligo")["flops_to_target"] == pytest.approx(40)
+    assert row(seeds, "ligo")["saving_flops"] == pytest.approx(0.9)
+    assert row(r, "ligo")["fit_flops"] == 40
+
+
+def test_small_pretraining_variant_charges_the_small_model(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    small = {"path": "x", "pretrain_flops": 100.0, "pretrain_wall": 1.0, "source": "cache"}
+    write_run(tmp_path, "stackbert", [(0, 0, 9.0), (1, 100, 6.0), (2, 200, 4.0)], small=small)
+    write_run(tmp_path, "net2net", [(0, 0, 9.0), (1, 100, 6.0), (2, 200, 4.0)],
+              small={"path": "y", "pretrain_flops": None, "source": "given"})
+    r, _, seeds, summary, _ = analyse(tmp_path)
+    s = row(seeds, "stackbert")
+    assert s["saving_flops"] == pytest.approx(0.5)
+    assert s["saving_flops_with_small"] == pytest.approx(1 - 300 / 400)
+    assert s["saving_wall_with_small"] == pytest.approx(1 - 3 / 4)
+    assert row(seeds, "scratch")["saving_flops_with_small"] == pytest.approx(0.0)   # nothing to charge
+    table = savings_table(summary, r, "bert_small_base", "mini")
+    assert table.set_index("Method").loc["Net2Net", "Savings incl. small (FLOPs)"] == "unknown"
+
+
+def test_seeds_mean_target_pairing_and_spread(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH, seed=0)                                  # final 4.0
+    write_run(tmp_path, "scratch", [(s, f, v + 1) for s, f, v in SCRATCH], seed=1)   # final 5.0
+    write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 100, 4.5), (2, 200, 4.0)], seed=0)
+    write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 100, 6.5), (2, 200, 4.5)], seed=1)
+    _, _, seeds, summary, _ = analyse(tmp_path)
+    assert row(seeds, "ligo")["target"] == pytest.approx(4.5)          # mean of scratch's final losses
+    # seed 0 pairs with scratch seed 0 (reaches 4.5 at 350); seed 1's scratch ends at 5.0 > 4.5, so its
+    # denominator is the seed-mean scratch curve (losses 4.5 at 400)
+    s0, s1 = row(seeds, "ligo", 0), row(seeds, "ligo", 1)
+    assert s0["denominator"] == "paired seed" and s0["scratch_flops"] == pytest.approx(350)
+    assert s0["saving_flops"] == pytest.approx(1 - 100 / 350)
+    assert s1["denominator"] == "seed-mean scratch" and s1["saving_flops"] == pytest.approx(1 - 200 / 400)
+    lig = summary.set_index("label").loc["ligo"]
+    expect = pd.Series([1 - 100 / 350, 0.5])
+    assert lig["saving_flops_mean"] == pytest.approx(expect.mean())
+    assert lig["saving_flops_std"] == pytest.approx(expect.std(ddof=1))
+    assert lig["n_seeds"] == 2 and lig["n_reached"] == 2
+
+
+def test_vision_uses_accuracy_higher_is_better(tmp_path):
+    acc = [(0, 0, 0.1), (1, 100, 0.5), (2, 200, 0.7), (3, 300, 0.75), (4, 400, 0.8)]
+    write_run(tmp_path, "scratch", acc, task="deit_s_b", acc=True)
+    write_run(tmp_path, "ligo", [(0, 0, 0.6), (1, 100, 0.9)], task="deit_s_b", acc=True)
+    r, _, seeds, summary, _ = analyse(tmp_path)
+    s = row(seeds, "ligo")
+    assert s["metric"] == "eval_acc" and s["target"] == pytest.approx(0.8)
+    assert s["flops_to_target"] == pytest.approx(100 * (0.8 - 0.6) / (0.9 - 0.6))
+    table = savings_table(summary, r, "deit_s_b", "mini")
+    assert "Final eval acc." in table.columns
+
+
+def test_loader_reports_incomplete_corrupt_truncated_and_skips_model_dirs(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    inc = write_run(tmp_path, "ligo", SCRATCH[:2], complete=False)
+    bad = tmp_path / "bert_small_base-mini" / "mslt-s0"
+    bad.mkdir()
+    (bad / "config.json").write_text("{not json")
+    (bad / "metrics.jsonl").write_text("")
+    mid = write_run(tmp_path, "net2net", SCRATCH)
+    lines = (mid / "metrics.jsonl").read_text().splitlines()
+    (mid / "metrics.jsonl").write_text("\n".join([lines[0], "{oops"] + lines[1:]) + "\n")
+    trunc = write_run(tmp_path, "stackbert", SCRATCH)
+    with open(trunc / "metrics.jsonl", "a") as f:
+        f.write('{"step": 5, "flo')
+    (trunc / "model").mkdir()
+    (trunc / "model" / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    write_run(tmp_path / "copy", "scratch", SCRATCH, method_config={"other": 1})     # same identity, other run
+    write_run(tmp_path / "same", "scratch", SCRATCH)                                  # an identical copy: silent
+    runs, problems = load_runs(tmp_path)
+    assert sorted(r.dir.name for r in runs) == ["scratch-s0", "stackbert-s0"]
+    kinds = {(p.dir.parent.parent.name, p.dir.name): p.kind for p in problems}
+    assert kinds == {(tmp_path.name, "ligo-s0"): "incomplete", (tmp_path.name, "mslt-s0"): "corrupt",
+                     (tmp_path.name, "net2net-s0"): "corrupt", (tmp_path.name, "stackbert-s0"): "truncated",
+                     ("copy", "scratch-s0"): "duplicate"}
+    assert inc.name in str([p for p in problems if p.kind == "incomplete"][0])
+
+
+def test_fit_steps_and_init_tables(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    write_run(tmp_path, "ligo", [(0, 10, 7.0), (1, 110, 4.0)], method_config={"fit_steps": 100})
+    write_run(tmp_path, "ligo", [(0, 50, 6.5), (1, 150, 4.0)], label="ligo-fit500", method_config={"fit_steps": 500})
+    write_run(tmp_path, "ligo", [(0, 5, 7.0), (1, 105, 4.0)], label="ligo-layerdrop", method_config={"fit_steps": 100})
+    write_run(tmp_path, "scratch", [(0, 0, 9.0), (1, 50, 6.0)], label="small", task="bert_small_base:small")
+    r, _, _, summary, _ = analyse(tmp_path)
+    t3 = fit_steps_table(summary, r, "bert_small_base", "mini")
+    assert list(t3["# of Steps"]) == ["100", "500"]                       # the layer-drop variant is not a row
+    assert list(t3["Savings"]) == ["72.5%", "62.5%"]
+    t5 = init_table(r, "bert_small_base", "mini").set_index("Model")["Eval loss"]
+    assert list(t5) == ["6.000", "7.000", "4.000", "4.000"]
+
+
+def test_downstream_scores_from_eval_json(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    d = write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 200, 4.0)])
+    # the shape tasks/evals writes (evaluate_run): suites -> tasks -> metrics with a "score", suite average
+    (d / "eval.json").write_text(json.dumps({"suites": {
+        "glue": {"tasks": {"sst2": {"metrics": {"accuracy": 88.0, "score": 88.0}},
+                           "cola": {"metrics": {"mcc": 60.0, "score": 60.0}}}, "average": 74.0},
+        "squad": {"tasks": {"squad_v1": {"metrics": {"f1": 86.5, "exact_match": 77.25, "score": 81.9}}}},
+        "adapters": {"tasks": {"sst2": {"metrics": {"score": 88.5}}}}}}))
+    r, _, _, summary, _ = analyse(tmp_path)
+    t1 = savings_table(summary, r, "bert_small_base", "mini").set_index("Method")
+    assert t1.loc["LiGO", "SST-2"] == "88.00" and t1.loc["LiGO", "Avg. GLUE"] == "74.00"
+    assert t1.loc["LiGO", "SQuADv1.1 EM"] == "77.25" and t1.loc["Scratch", "SST-2"] == "--"
+    assert not any(c.startswith("AF ") for c in t1.columns)
+    t6 = savings_table(summary, r, "bert_small_base", "mini", adapters=True).set_index("Method")
+    assert t6.loc["LiGO", "AF SST-2"] == "88.50" and "SST-2" not in t6.columns
+
+
+def test_renderers_escape_and_align():
+    df = pd.DataFrame({"Method": ["LiGO_x"], "Savings (FLOPs)": ["44.7% ± 1.0"]})
+    tex = to_latex(df, "caption", "table:x")
+    assert r"44.7\% $\pm$ 1.0" in tex and r"LiGO\_x" in tex and r"\begin{tabular}{l|c}" in tex
+    assert to_markdown(df).splitlines()[1] == "|:---|---:|"
+
+
+def test_cli_regenerates_everything_in_seconds(tmp_path):
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        write_run(runs, "scratch", SCRATCH, seed=seed)
+        write_run(runs, "ligo", [(0, 10, 9.0), (1, 100, 5.0), (2, 200, 3.9)], seed=seed)
+    write_run(runs, "stackbert", SCRATCH[:2], complete=False)
+    out = tmp_path / "out"
+    from analysis.__main__ import main
+    # PNG only: PDF goes through the same savefig, and the shared CI machine is slow at drawing
+    assert main(["--runs", str(runs), "--out", str(out), "--formats", "png"]) == 0
+    for name in ("report.md", "table1-mini.md", "table1-mini.tex", "savings-bert_small_base-mini.md",
+                 "figure2-mini.png", "curves-bert_small_base-mini.png", "savings_seeds.csv"):
+        assert (out / name).exists(), name
+    report = (out / "report.md").read_text()
+    assert "incomplete" in report and "stackbert-s0" in report and "figure4-mini" in report
+
+
+def test_analysis_imports_no_model_code():
+    """DESIGN.md §1: analysis reads only the run-record format (checked on the source: cheap and exact)."""
+    import ast
+    for path in (Path(__file__).resolve().parents[1] / "analysis").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                top = name.split(".")[0]
+                assert top not in {"models", "methods", "tasks", "torch", "bench"}, (path.name, name)
+                assert top != "runs" or name == "runs.record", (path.name, name)
+
+
+def test_sweep_labels_match_figures_and_resume_status(tmp_path):
+    from analysis.figures import PAPER_FIGURES
+    from bench.sweeps import SWEEPS, plan, run_dir, status
+    labels = {e.name for s in SWEEPS.values() for scale in ("paper", "mini") for e in s.entries(scale)}
+    for _, panels in PAPER_FIGURES.values():
+        for p in panels:
+            assert set(p.labels or ()) <= labels, p
+    todo = plan(["bert", "ligo_init"], "mini", [0, 1])
+    assert len(todo) == len({(e.task, e.name, s) for e, s in todo}) == 16      # shared runs listed once
+    d = run_dir(tmp_path, todo[0][0], "mini", 0)
+    assert status(d) == "new"
+    write_run(tmp_path, "scratch", SCRATCH[:2], complete=False)
+    assert status(d) == "resume"
+    (d / "summary.json").write_text("{}")
+    assert status(d) == "done"
