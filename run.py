@@ -155,8 +155,9 @@ def main(argv=None) -> int:
         if args.method not in METHODS:
             raise KeyError(unknown("method", args.method, METHODS))
         task = get_task(args.task, scale=args.scale)
-        from tasks.evals import split_settings
-        train_settings, eval_settings = split_settings(args.settings, evaluate_only=False)
+        # "eval.KEY=VALUE" settings are for --eval (tasks/evals imports only when evaluating)
+        train_settings = [x for x in args.settings if not x.startswith("eval.")]
+        eval_settings = [x[len("eval."):] for x in args.settings if x.startswith("eval.")]
         train_settings, strategies = split_strategies(train_settings)
         task, method_options = apply_settings(task, METHODS[args.method], train_settings)
         if args.steps is not None:

@@ -1,0 +1,254 @@
+"""Downstream evaluation (DESIGN.md §5; paper Tables 1, 2, 5, 6): does growth hurt what the model is for?
+
+Suites, registered by name with `@register_suite`:
+    glue      GLUE by full fine-tuning (paper Table 1; §4.1: 3 epochs, lr 1e-4, batch 32, mean of 3 seeds)
+    squad     SQuAD v1.1 and v2.0 (Table 1; 2 epochs, lr 5e-5, batch 12)
+    transfer  DeiT/CaiT image transfer: CIFAR-10/100, Flowers102, Stanford Cars, ChestX-ray8 (Table 2)
+    adapters  GLUE with adapters instead of full fine-tuning (Table 6, App. C.4)
+    mini      embedded suites that run on a CPU without the hub: BBC News topics (text), digits (images)
+
+A suite is `run(pretrained, names, options, log) -> {"tasks": {name: result}}`, where `pretrained` is a
+`Pretrained` (an exported model directory, its family and tokenizer: from a run directory or from a model
+in memory) and `options` an `EvalOptions`. `evaluate_run` runs suites on a finished run and merges the
+results, with the recipe, options and seeds that produced them, into RUN_DIR/eval.json.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from models import ModelSpec, get_family
+from models.family import unknown
+from tasks.evals.finetune import EvalOptions, FinetuneRecipe  # noqa: F401  (re-exported)
+
+EVAL_FILE = "eval.json"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    run: Callable
+    tasks: dict            # model kind ("text" / "image") -> every task name the suite knows
+    default: dict          # model kind -> the tasks run when --only is not given
+    doc: str = ""
+    unavailable: Callable | None = None   # () -> None, or why the suite cannot run here (checked up front)
+
+
+SUITES: dict[str, Suite] = {}
+
+
+def register_suite(name: str, tasks: dict, default: dict | None = None, unavailable: Callable | None = None):
+    def deco(fn):
+        SUITES[name] = Suite(name, fn, tasks, default or tasks, (fn.__doc__ or "").strip().split("\n")[0],
+                             unavailable)
+        return fn
+    return deco
+
+
+@dataclass
+class Pretrained:
+    """What a suite fine-tunes: an exported model directory (HF save_pretrained for text, timm
+    safetensors + config.json for vision), its family and spec, and for text the pretraining tokenizer."""
+    family: str
+    model_dir: Path
+    spec: ModelSpec
+    task: dict = field(default_factory=dict)      # the run's task config (tokenizer, data, scale)
+    _tokenizer: object = None
+
+    @property
+    def kind(self) -> str:
+        return "image" if get_family(self.family).objective == "image" else "text"
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None and self.kind == "text":
+            self._tokenizer = load_run_tokenizer(self.model_dir, self.family, self.spec, self.task)
+        return self._tokenizer
+
+    @classmethod
+    def from_run(cls, run_dir) -> "Pretrained":
+        from runs.record import load_run
+        run = load_run(Path(run_dir))   # FileNotFoundError naming the directory when it is not a run
+        if not run.complete:
+            raise ValueError(f"{run.dir} is an incomplete run (no summary.json): finish it with --resume first")
+        model_dir = run.dir / "model"
+        if not model_dir.is_dir():
+            raise FileNotFoundError(f"{run.dir} has no exported model (expected {model_dir})")
+        task = run.config["task"]
+        return cls(task["large"]["family"], model_dir, ModelSpec(**task["large"]), task)
+
+    @classmethod
+    def from_model(cls, model, tokenizer=None, directory=None) -> "Pretrained":
+        """A model in memory: exported (as a run would export it) to `directory` or a temporary one."""
+        from models.family import family_of
+        fam = family_of(model)
+        directory = Path(directory or tempfile.mkdtemp(prefix="growbench-eval-"))
+        fam.export(model, directory)
+        return cls(fam.name, directory, fam.spec_of(model), {}, tokenizer)
+
+
+def load_run_tokenizer(model_dir: Path, family: str, spec: ModelSpec, task: dict):
+    """The tokenizer the model was pretrained with: saved next to the model at export, else (older runs)
+    rebuilt from the task config, which reloads the locally trained tokenizer from its on-disk cache."""
+    from transformers import AutoTokenizer
+    if (Path(model_dir) / "tokenizer.json").exists():
+        return AutoTokenizer.from_pretrained(str(model_dir))
+    if not task:
+        raise ValueError(f"{model_dir} holds no tokenizer and no task config says which to use")
+    from tasks.data.text import DEFAULT_CACHE, load_tokenizer
+    objective = get_family(family).objective
+    kind = task.get("tokenizer") or ("wordpiece" if objective == "mlm" else "bytelevel_bpe")
+    root = Path(os.environ.get("GROWBENCH_CACHE") or DEFAULT_CACHE).expanduser() / "tokenizers"
+    tok, _ = load_tokenizer(kind, objective, task["data"], task.get("data_path"), spec.vocab, root)
+    return tok
+
+
+# --------------------------------------------------------------------------------------- planning
+
+def default_suites(kind: str, scale: str | None, evals) -> tuple[str, ...]:
+    """Paper-scale runs get the task's suites; mini/tiny runs the embedded one (no hub needed)."""
+    if scale == "paper" and evals:
+        return tuple(evals)
+    return ("mini",)
+
+
+def plan(kind: str, suites: list[str] | None, only: list[str] | None, scale: str | None = None,
+         evals=()) -> list[tuple[str, list[str]]]:
+    """[(suite, task names)] to run, checked before anything runs or is written: unknown suites, suites of
+    the other modality, and --only names no selected suite knows are one-line errors."""
+    names = list(suites) if suites else list(default_suites(kind, scale, evals))
+    out = []
+    for name in names:
+        if name not in SUITES:
+            raise KeyError(unknown("suite", name, SUITES))
+        if kind not in SUITES[name].tasks:
+            raise ValueError(f"suite '{name}' evaluates {'/'.join(SUITES[name].tasks)} models; this is a {kind} model")
+        reason = SUITES[name].unavailable() if SUITES[name].unavailable else None
+        if reason:
+            raise ValueError(reason)
+    known = {t for n in names for t in SUITES[n].tasks[kind]}
+    for t in only or []:
+        if t not in known:
+            raise KeyError(unknown("--only task", t, known) + f" (suites: {', '.join(names)})")
+    for name in names:
+        tasks = [t for t in (only or SUITES[name].default[kind]) if t in SUITES[name].tasks[kind]]
+        if tasks:
+            out.append((name, tasks))
+    return out
+
+
+def run_suites(pretrained: Pretrained, planned, options: EvalOptions, log=print, done=None) -> dict:
+    """Run the planned suites in order; `done(name, result)` is called as each one finishes."""
+    results = {}
+    for name, tasks in planned:
+        start = time.perf_counter()
+        log(f"evaluating suite {name}: {', '.join(tasks)}")
+        res = SUITES[name].run(pretrained, tasks, options, log)
+        res["wall"] = time.perf_counter() - start
+        results[name] = res
+        if done:
+            done(name, res)
+    return results
+
+
+def evaluate_run(run_dir, suites: list[str] | None = None, only: list[str] | None = None,
+                 options: EvalOptions | None = None, log=print) -> dict:
+    """Evaluate a finished run and merge the results into RUN_DIR/eval.json (returns the whole file). The
+    file is rewritten as each suite finishes, so a later suite's failure keeps the earlier ones' results;
+    bad input is refused by `plan` before anything runs."""
+    from runs.record import load_run, write_json_atomic
+    options = options or EvalOptions()
+    pre = Pretrained.from_run(run_dir)
+    run = load_run(Path(run_dir))
+    planned = plan(pre.kind, suites, only, pre.task.get("scale"), pre.task.get("evals"))
+    path = Path(run_dir) / EVAL_FILE
+    record = json.loads(path.read_text()) if path.exists() else {}
+    record.update({"run": str(Path(run_dir)), "task": run.task, "scale": pre.task.get("scale"),
+                   "method": run.method, "run_seed": run.config.get("seed"), "last_evaluated": []})
+
+    def merge(name: str, res: dict) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        suite = record.setdefault("suites", {}).setdefault(name, {"tasks": {}})
+        for task, entry in res["tasks"].items():   # a re-run of some tasks keeps the others' results
+            suite["tasks"][task] = {**entry, "options": options.to_dict(), "created": stamp}
+        suite.update({k: v for k, v in res.items() if k != "tasks"})
+        suite["average"] = suite_average(name, suite["tasks"])
+        record["last_evaluated"].append(name)
+        write_json_atomic(path, record)
+
+    run_suites(pre, planned, options, log, done=merge)
+    return record
+
+
+MNLI_PARTS = {"mnli_m": "mnli", "mnli_mm": "mnli"}
+
+
+def suite_average(suite: str, tasks: dict) -> float | None:
+    """Mean task score (GLUE convention: a task's score is the mean of its metrics; MNLI m/mm count once)."""
+    groups: dict[str, list[float]] = {}
+    for name, entry in tasks.items():
+        score = entry.get("metrics", {}).get("score")
+        if score is not None:
+            groups.setdefault(MNLI_PARTS.get(name, name), []).append(score)
+    return sum(sum(v) / len(v) for v in groups.values()) / len(groups) if groups else None
+
+
+def format_table(record: dict, suites=None) -> str:
+    """Plain-text table of eval.json: one row per suite task, metrics as the paper prints them (percent)."""
+    lines = [f"{'suite':9s} {'task':14s} {'seeds':8s} metrics"]
+    for name, suite in record.get("suites", {}).items():
+        if suites and name not in suites:
+            continue
+        for task, entry in suite["tasks"].items():
+            metrics = "  ".join(f"{k} {v:.2f}" for k, v in entry["metrics"].items()
+                                if k != "score" and not k.endswith(("total", "_thresh"))
+                                and not k.startswith(("HasAns_", "NoAns_")))   # those stay in eval.json
+            seeds = ",".join(str(s) for s in entry.get("seeds", []))
+            lines.append(f"{name:9s} {task:14s} {seeds:8s} {metrics}")
+        if suite.get("average") is not None:
+            lines.append(f"{name:9s} {'average':14s} {'':8s} score {suite['average']:.2f}  "
+                         f"(wall {suite.get('wall', 0):.1f} s)")
+    return "\n".join(lines)
+
+
+
+# ---------------------------------------------------------------------------------------- CLI helpers
+
+def split_settings(settings: list[str], evaluate_only: bool) -> tuple[list[str], list[str]]:
+    """run.py's --set items -> (training, evaluation): "eval.KEY=V" always goes to the evaluation; with
+    --evaluate (nothing is trained) every item does."""
+    train, ev = [], []
+    for item in settings:
+        if item.startswith("eval."):
+            ev.append(item[len("eval."):])
+        else:
+            (ev if evaluate_only else train).append(item)
+    return train, ev
+
+
+def comma_list(text: str | None) -> list[str] | None:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else None
+
+
+def prepare(kind: str, scale: str | None, evals, suite: str | None, only: str | None, settings: list[str],
+            device: str = "cpu") -> tuple[list[str] | None, list[str] | None, EvalOptions]:
+    """Check --suite / --only / eval settings up front (before any training or writing)."""
+    suites, names = comma_list(suite), comma_list(only)
+    options = EvalOptions.parse(settings, device=device)
+    plan(kind, suites, names, scale, evals)
+    return suites, names, options
+
+
+def run_and_report(run_dir, suites, names, options: EvalOptions, log) -> str:
+    """Evaluate, write eval.json, return the table and where it went (for the CLI)."""
+    record = evaluate_run(run_dir, suites, names, options, log)
+    return f"{format_table(record, record['last_evaluated'])}\nevaluation: {Path(run_dir) / EVAL_FILE}"
+
+
+# the suite modules register themselves on import (kept last: they import this module's names)
+from tasks.evals import adapters, glue, mini, squad, transfer  # noqa: E402,F401
