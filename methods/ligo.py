@@ -140,7 +140,11 @@ class FitSession:
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             for m, batch in enumerate(batches):
                 index = (self.steps * world + rank) * len(batches) + m        # runs/distributed.micro_index
-                torch.manual_seed(int(np.random.SeedSequence([self.dropout_seed, index]).generate_state(1)[0]))
+                seed = int(np.random.SeedSequence([self.dropout_seed, index]).generate_state(1)[0])
+                torch.default_generator.manual_seed(seed)         # not torch.manual_seed: see trainer.seed_dropout
+                if self.device.type == "cuda":
+                    with torch.cuda.device(self.device):
+                        torch.cuda.manual_seed(seed)
                 batch = {k: v.to(self.device) for k, v in batch.items()}
                 state = self.family.state_from_canonical(self.op(self.canon))
                 loss = self.family.loss(self.skeleton, batch, params=state)

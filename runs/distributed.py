@@ -26,6 +26,7 @@ Only rank 0 writes (record, checkpoints, exports, artifacts): other ranks get a 
 from __future__ import annotations
 
 import os
+import warnings
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -166,6 +167,9 @@ def wrap(model, device, *, mode: str = "ddp", blocks=None, find_unused: bool = F
     call = model
     if world_size() > 1 and mode == "fsdp":
         from torch.distributed.fsdp import FSDPModule, fully_shard
+        # HF models return outputs that are views; FSDP2 warns in case someone modifies them in place (the
+        # trainer never does: it only divides the loss out of place)
+        warnings.filterwarnings("ignore", message=r"FSDP2-wrapped module .* returned a view tensor")
         if not isinstance(model, FSDPModule):
             for block in blocks or ():
                 fully_shard(block)

@@ -1,0 +1,123 @@
+"""Grow time and peak memory of every registered growth method on the paper-scale pairs (issue 7, target 3).
+
+For each pair (BERT-Base -> BERT-Large, GPT-2 Base -> Medium, DeiT-S -> DeiT-B; paper Table 4 sizes) and each
+method in the registry, a fresh Python process builds the small model (random weights: growing costs the same
+whatever the values) and times `method.grow(small, task)` -- the initialisation only. LiGO grows with its
+initial operator (the 100-step operator fit is not part of this measurement; its cost is bench/ligo_fit_cost.py's).
+KI's grow is the large model's random init (its teacher is the small model it is handed); MSLT's is its first
+stage's model; scratch's is the random init every saving is measured against.
+
+Peak memory: the process's peak resident set size during grow, above its resident size just before (Linux:
+/proc/self/clear_refs "5" resets the high-water mark VmHWM, which is read after grow). A fresh process per
+(pair, method), so peaks never mix. The grown model itself (fp32) is part of the peak; its size is listed too.
+
+Run: HF_HUB_OFFLINE=1 python bench/grow_cost.py [--pairs bert_base_large ...] [--methods ligo ...] [--threads 1]
+Writes bench/results/grow_cost.json (or --out).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PAIRS = ("bert_base_large", "gpt2_base_medium", "deit_s_b")
+STATUS = Path("/proc/self/status")
+
+
+def status_kib(field: str) -> int:
+    return int(re.search(rf"{field}:\s+(\d+)", STATUS.read_text()).group(1))
+
+
+def reset_peak() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def child(pair: str, method_name: str, threads: int) -> dict:
+    """One measurement in this (fresh) process."""
+    import gc
+
+    import torch
+
+    from methods import get_method
+    from models import get_family
+    from tasks import get_task
+    if threads:
+        torch.set_num_threads(threads)
+    task = get_task(pair, scale="paper")
+    family = get_family(task.family)
+    torch.manual_seed(0)
+    small = family.build(task.small).eval()
+    method = get_method(method_name)
+    gc.collect()
+    exact = reset_peak()
+    before = status_kib("VmRSS")
+    start = time.perf_counter()
+    large = method.grow(small, task)
+    seconds = time.perf_counter() - start
+    peak = status_kib("VmHWM")
+    params = sum(p.numel() for p in large.parameters())
+    return {"pair": pair, "method": method_name, "small": task.small.short(), "large": task.large.short(),
+            "grow_s": seconds, "peak_rss_delta_mib": (peak - before) / 1024, "rss_before_mib": before / 1024,
+            "peak_exact": exact, "large_params": params, "large_fp32_mib": params * 4 / 2**20,
+            "small_params": sum(p.numel() for p in small.parameters()), "torch_threads": torch.get_num_threads(),
+            "device": "cpu"}
+
+
+def main():
+    from methods import METHODS
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", nargs="+", default=list(PAIRS))
+    ap.add_argument("--methods", nargs="+", default=sorted(METHODS))
+    ap.add_argument("--threads", type=int, default=1, help="torch threads in each measurement (0: default)")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "grow_cost.json"))
+    ap.add_argument("--child", nargs=2, metavar=("PAIR", "METHOD"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print("RESULT " + json.dumps(child(*args.child, args.threads)), flush=True)
+        return
+    rows = []
+    for pair in args.pairs:
+        for name in args.methods:
+            cmd = [sys.executable, __file__, "--child", pair, name, "--threads", str(args.threads)]
+            done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+            lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+            if done.returncode != 0 or not lines:
+                err = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                row = {"pair": pair, "method": name, "error": err}
+                print(f"{pair:17s} {name:14s} failed: {err}", flush=True)
+            else:
+                row = json.loads(lines[-1][len("RESULT "):])
+                print(f"{pair:17s} {name:14s} grow {row['grow_s']:7.2f} s   peak +{row['peak_rss_delta_mib']:7.0f} MiB "
+                      f"(grown model {row['large_fp32_mib']:.0f} MiB fp32)", flush=True)
+            rows.append(row)
+    result = {"rows": rows, "threads": args.threads,
+              "environment": {"python": platform.python_version(), "machine": platform.machine(),
+                              "cpus": os.cpu_count()},
+              "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    try:
+        import torch
+        result["environment"]["torch"] = torch.__version__
+    except ImportError:
+        pass
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
