@@ -114,4 +114,4 @@ class CopyDepthMethod(GrowthMethod):
                                                       **({"applied": self.report} if self.report else {})}}
 
     def artifacts(self):
-        return {"growth": self.report} if self.report else {}
+        return {"growth.json": self.report} if self.report else {}

@@ -116,4 +116,4 @@ class Net2Net(GrowthMethod):
         return {**super().describe(), "composition": {"depth": "stack: l mod L1", "width": self.name}}
 
     def artifacts(self):
-        return {"growth": self.report} if self.report else {}
+        return {"growth.json": self.report} if self.report else {}

@@ -113,7 +113,7 @@ def test_net2net_integer_width_preserves_function(key):
     small = pretrained_like(s)
     m = get_method("net2net")
     m.grow(small, task(s, s.with_(hidden=128, heads=4, ffn=512)))       # head_dim 32 kept, ffn x2
-    dev = m.artifacts()["growth"]["function_deviation"]
+    dev = m.artifacts()["growth.json"]["function_deviation"]
     assert dev < 1e-4, f"{key}: max |logit diff| {dev}"
     # the check itself can fail: the uniform (unbalanced) map breaks LayerNorm statistics
     m2 = get_method("net2net", index_map="uniform", seed=1)
@@ -125,7 +125,7 @@ def test_net2net_non_integer_ratio_reports_deviation():
     s = SMALL["bert-tied"]
     m = get_method("net2net")
     m.grow(pretrained_like(s), task(s, s.with_(hidden=96, heads=3, ffn=384)))
-    report = m.artifacts()["growth"]
+    report = m.artifacts()["growth.json"]
     assert report["integer_ratio"] is False and report["width_only"] is True
     assert report["function_deviation"] > 1e-4
 
