@@ -35,6 +35,8 @@ def torchrun(args: list[str], nproc: int = 2) -> None:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            str(ROOT / "run.py"), *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    if sys.platform == "linux":      # one host: keep gloo on loopback whatever the host name resolves to
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
 
