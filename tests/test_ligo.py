@@ -80,7 +80,7 @@ def pretrained_small(spec, steps=40):
     return model.eval()
 
 
-def states_equal(a, b, skip=()):
+def assert_states_equal(a, b, skip=()):
     a, b = a.state_dict(), b.state_dict()
     assert a.keys() == b.keys()
     for k in a:
@@ -98,11 +98,11 @@ def test_prop1_depth_only(depth, order):
     model, task = build(small), task_of(small, large)
     expected = get_method(depth).grow(model, task)
     # through the method's own init (fit_steps=0) and through the explicit fixed operator
-    states_equal(get_method("ligo", fit_steps=0, depth_init=depth, order=order).grow(model, task), expected)
+    assert_states_equal(get_method("ligo", fit_steps=0, depth_init=depth, order=order).grow(model, task), expected)
     sources = (stack_sources if depth == "stackbert" else interpolate_sources)(2, 5)
     canon = get_family("bert").to_canonical(model)
     op = LigoOperator.from_fixed(canon, large, depth_sources=sources, order=order)
-    states_equal(get_family("bert").from_canonical(op(canon)), expected)
+    assert_states_equal(get_family("bert").from_canonical(op(canon)), expected)
 
 
 @pytest.mark.parametrize("order", ["width_first", "depth_first"])
@@ -115,19 +115,19 @@ def test_prop1_net2net(tied, order):
     grown = get_method("ligo", fit_steps=0, tie_in_out=False, seed=3, order=order).grow(model, task)
     # a tied head reuses the token embedding, so Net2Net divides the norm feeding it by the copy counts:
     # not a width matrix of any space, hence outside LiGO's operator family -- everything else is equal
-    states_equal(grown, expected, skip=("transform.LayerNorm",) if tied else ())
+    assert_states_equal(grown, expected, skip=("transform.LayerNorm",) if tied else ())
     canon = get_family("bert").to_canonical(model)
     op = LigoOperator.from_fixed(canon, large, stack_sources(2, 4),
                                  net2net_width(small, large, torch.Generator().manual_seed(3)),
                                  tie_in_out=False, order=order)
-    states_equal(get_family("bert").from_canonical(op(canon)), grown)
+    assert_states_equal(get_family("bert").from_canonical(op(canon)), grown)
 
 
 def test_prop1_stackbert_with_net2net_width():
     small, large = (ModelSpec("bert", 2, 32, 2, tie_embeddings=False, **TEXT),
                     ModelSpec("bert", 4, 64, 4, tie_embeddings=False, **TEXT))
     model, task = build(small), task_of(small, large)
-    states_equal(get_method("ligo", fit_steps=0, tie_in_out=False).grow(model, task),
+    assert_states_equal(get_method("ligo", fit_steps=0, tie_in_out=False).grow(model, task),
                  get_method("stackbert").grow(model, task))
 
 
