@@ -148,6 +148,8 @@ def main():
     paired = [t / r_ for t, r_ in zip(tps["trainer"], tps["raw"])]
     best = {k: r.log_every * per_step / v[0] for k, v in chunks.items()}
     quartile = {k: r.log_every * per_step / v[len(v) // 4] for k, v in chunks.items()}
+    # the trainer's own cost per step: its chunks minus the raw loop's, fastest against fastest
+    overhead_ms = (chunks["trainer"][0] - chunks["raw"][0]) / r.log_every * 1e3
     result = {"task": f"{task.name} ({args.scale})", "model": task.large.short(), "batch": r.batch_size,
               "seq": r.seq_len, "steps_per_run": r.steps, "timed_steps": r.steps - 2 * r.log_every,
               "log_every": r.log_every, "repeats": args.repeats, "device": str(device), "bf16": args.bf16,
@@ -155,6 +157,7 @@ def main():
               "paired_ratio_median": statistics.median(paired), "paired_ratios": paired,
               "fastest_chunk_tokens_per_s": best, "fastest_chunk_ratio": best["trainer"] / best["raw"],
               "first_quartile_chunk_ratio": quartile["trainer"] / quartile["raw"],
+              "trainer_overhead_ms_per_step": overhead_ms, "raw_step_ms": chunks["raw"][0] / r.log_every * 1e3,
               "chunk_seconds": chunks, "tokens_per_s_all": tps, "torch_threads": torch.get_num_threads(),
               "target": ">= 0.97",
               "environment": {"torch": torch.__version__, "python": platform.python_version(),
@@ -164,7 +167,8 @@ def main():
     print(f"{task.large.short()}, batch {r.batch_size} x seq {r.seq_len}, {result['timed_steps']} timed steps: "
           f"trainer {med['trainer']:.0f} tok/s, raw loop {med['raw']:.0f} tok/s, ratio {result['ratio']:.3f} "
           f"(median of {args.repeats}, alternating; paired median {result['paired_ratio_median']:.3f}; fastest "
-          f"{r.log_every}-step chunks {result['fastest_chunk_ratio']:.3f}; target >= 0.97)")
+          f"{r.log_every}-step chunks {result['fastest_chunk_ratio']:.3f}; target >= 0.97); trainer's own cost "
+          f"{overhead_ms:.2f} ms per step against a {result['raw_step_ms']:.1f} ms step")
     tag = f"_log{args.log_every}" if args.log_every else ""
     out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"throughput_{args.scale}{tag}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
