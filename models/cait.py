@@ -11,20 +11,17 @@ The position embedding covers the patches only (the class token is added after t
 """
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from timm.models.cait import Cait
 from torch import nn
 
 from models.canonical import IN, OUT, Canonical
-from models.family import Family, register_family
+from models.family import register_family
 from models.flops import BlockFlops, ForwardFlops, transformer_block
 from models.spec import ModelSpec
+from models.timm_image import TimmImageFamily
 
 D_OUT, D_IN = ("D", OUT), ("D", IN)
 # canonical key -> parameter name inside one block, shared by both block kinds (q/k/v handled apart:
@@ -52,9 +49,8 @@ def mlp_ratio(hidden: int, ffn: int) -> float:
 
 
 @register_family
-class CaitFamily(Family):
+class CaitFamily(TimmImageFamily):
     name = "cait"
-    objective = "image"
     blocks_attr = "blocks"
 
     # -- building ------------------------------------------------------------------------------------------
@@ -136,12 +132,6 @@ class CaitFamily(Family):
         return state
 
     # -- training ----------------------------------------------------------------------------------------------
-    def logits(self, model, batch):
-        return model(batch["pixel_values"])
-
-    def compute_loss(self, call, batch):
-        return F.cross_entropy(call(batch["pixel_values"]), batch["labels"])
-
     def forward_flops(self, spec: ModelSpec, batch: int, seq: int = 0) -> ForwardFlops:
         n = (spec.image_size // spec.patch_size) ** 2      # patch tokens; `seq` is ignored for images
         d, h = spec.hidden, spec.heads
@@ -155,16 +145,3 @@ class CaitFamily(Family):
         head = 2 * batch * d * spec.classes                 # classifier on the class token only
         return ForwardFlops(float(embed), [block] * spec.layers, float(head), [cls_block] * spec.class_layers)
 
-    # -- export ----------------------------------------------------------------------------------------------
-    def export(self, model, directory: Path) -> None:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(directory / "model.safetensors"))
-        (directory / "config.json").write_text(json.dumps(self.spec_of(model).to_dict(), indent=2))
-
-    def load(self, directory: Path):
-        directory = Path(directory)
-        spec = ModelSpec(**json.loads((directory / "config.json").read_text()))
-        model = self.build(spec)
-        model.load_state_dict(load_file(str(directory / "model.safetensors")))
-        return model

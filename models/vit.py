@@ -9,19 +9,16 @@ on the class token. timm's fused `qkv` Linear is already W[out, in]: it is only 
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from models.canonical import IN, OUT, Canonical
-from models.family import Family, register_family
+from models.family import register_family
 from models.flops import ForwardFlops, transformer_block
 from models.spec import ModelSpec
+from models.timm_image import TimmImageFamily
 
 D_OUT = ("D", OUT)
 # canonical block key -> parameter name inside blocks.{l}; q/k/v live fused in attn.qkv
@@ -33,9 +30,8 @@ HEAD_AXES = {"norm.weight": (D_OUT,), "norm.bias": (D_OUT,), "classifier.weight"
 
 
 @register_family
-class ViT(Family):
+class ViT(TimmImageFamily):
     name = "vit"
-    objective = "image"
     blocks_attr = "blocks"
 
     def build(self, spec: ModelSpec) -> nn.Module:
@@ -99,12 +95,6 @@ class ViT(Family):
         return state
 
     # -- training ----------------------------------------------------------------------------------------
-    def logits(self, model, batch):
-        return model(batch["pixel_values"])
-
-    def compute_loss(self, call, batch):
-        return F.cross_entropy(call(batch["pixel_values"]), batch["labels"])
-
     def forward_flops(self, spec: ModelSpec, batch: int, seq: int = 0) -> ForwardFlops:
         # `seq` is ignored: the token count follows from the image (N patches + the class token)
         patches = (spec.image_size // spec.patch_size) ** 2
@@ -113,15 +103,3 @@ class ViT(Family):
         head = 2 * batch * spec.hidden * spec.classes      # global_pool="token": only the class token is classified
         return ForwardFlops(float(embed), blocks, float(head))
 
-    # -- export (timm style: safetensors weights + a config.json to rebuild from) ------------------------------
-    def export(self, model, directory: Path) -> None:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(directory / "model.safetensors"))
-        (directory / "config.json").write_text(json.dumps(self.spec_of(model).to_dict(), indent=2) + "\n")
-
-    def load(self, directory: Path):
-        directory = Path(directory)
-        model = self.build(ModelSpec(**json.loads((directory / "config.json").read_text())))
-        model.load_state_dict(load_file(str(directory / "model.safetensors")))
-        return model

@@ -3,8 +3,22 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
+import torch
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # one cache for the whole session: tokenizers trained once, small models pretrained once
 _ROOT = Path(os.environ.setdefault("GROWBENCH_TEST_ROOT", tempfile.mkdtemp(prefix="growbench-tests-")))
 os.environ.setdefault("GROWBENCH_OUT", str(_ROOT / "runs"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_thread():
+    """The in-process tests train tiny models: on a shared 2-core machine a second OpenMP thread mostly
+    spin-waits on the first (steps 5-10x slower and erratic, measured); one thread is faster and steady.
+    Subprocess tests (run.py, torchrun) set their own threads."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -22,15 +22,6 @@ TINY = ["--task", "bert_small_base", "--scale", "tiny", "--quiet", "--set", "log
 REL = 1e-5
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # like torchrun's ranks (OMP_NUM_THREADS=1); on a shared 2-core machine a second intra-op thread only spins
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def torchrun(args: list[str], nproc: int = 2) -> None:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            str(ROOT / "run.py"), *args]

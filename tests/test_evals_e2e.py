@@ -34,17 +34,6 @@ def fixture_tokenizer():
                                    sep_token="[SEP]", mask_token="[MASK]")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: with other processes on the cores, OpenMP threads spin-wait on each other and one
-    thread is 10x faster (measured on the shared 2-core machine); restored for the other test modules."""
-    import torch
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
     import torch

@@ -33,16 +33,6 @@ PAIRS = {  # family -> (small, large): depth x2, width x1.5, head_dim kept (16)
 SEQUENCE = torch.randperm(63, generator=torch.Generator().manual_seed(7))[:16] + 1
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: on a shared CPU two synchronised threads mostly wait on each other (steps
-    varied 5x between runs); one thread is faster and steady. Restored after this module."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def task_of(small, large):
     return types.SimpleNamespace(small=small, large=large, family=large.family)
 

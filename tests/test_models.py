@@ -6,6 +6,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from models import FAMILIES, ModelSpec, build_model, from_canonical, get_family, to_canonical
 from models.flops import backward_flops
+
+from helpers import fake_batch
 from tasks import get_task, list_tasks
 
 TINY = {"bert": "bert_small_base", "roberta": "roberta_small_base", "gpt2": "gpt2_base_medium",
@@ -14,19 +16,6 @@ TINY = {"bert": "bert_small_base", "roberta": "roberta_small_base", "gpt2": "gpt
 
 def test_every_family_has_a_tiny_task():
     assert set(TINY) == set(FAMILIES)
-
-
-def fake_batch(spec: ModelSpec, batch=3, seq=16):
-    g = torch.Generator().manual_seed(0)
-    if get_family(spec.family).objective == "image":
-        return {"pixel_values": torch.randn(batch, spec.in_chans, spec.image_size, spec.image_size, generator=g),
-                "labels": torch.randint(0, spec.classes, (batch,), generator=g)}
-    ids = torch.randint(4, spec.vocab, (batch, seq), generator=g)
-    labels = ids.clone()
-    if get_family(spec.family).objective == "mlm":
-        labels[:, ::2] = -100
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
-    return {"input_ids": ids, "labels": labels}
 
 
 def specs():

@@ -21,6 +21,8 @@ from runs.trainer import make_optimizer, micro_step, set_trainable
 from tasks import get_task
 from tasks.registry import make_task
 
+from helpers import fake_batch
+
 RECIPE = SimpleNamespace(bf16=False, grad_accum=1, lr=1e-2, weight_decay=0.01, adam_betas=(0.9, 0.999), adam_eps=1e-6)
 SPECS = {
     "bert": ModelSpec("bert", 5, 64, 2, vocab=128, positions=32),
@@ -30,29 +32,6 @@ SPECS = {
 }
 FAMILIES = sorted(SPECS)
 EVERYTHING = Stage("train", 10)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    # tiny models on a shared 2-core machine: a second intra-op thread only spins (10x slower here)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def fake_batch(spec, batch=2, seq=16):
-    g = torch.Generator().manual_seed(0)
-    if get_family(spec.family).objective == "image":
-        return {"pixel_values": torch.randn(batch, spec.in_chans, spec.image_size, spec.image_size, generator=g),
-                "labels": torch.randint(0, spec.classes, (batch,), generator=g)}
-    ids = torch.randint(4, spec.vocab, (batch, seq), generator=g)
-    labels = ids.clone()
-    if get_family(spec.family).objective == "mlm":
-        labels[:, 1::3] = -100          # a third of the positions is not scored
-        labels[0, 2] = -100             # and rows differ
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
-    return {"input_ids": ids, "labels": labels}
 
 
 def model_of(family, seed=0):
