@@ -20,18 +20,17 @@ script without a GPU (no MFU then).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.result_file import write_result  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -144,15 +143,9 @@ def main():
               + ", ".join(f"{k} {v:,.0f} tok/s" for k, v in row["tokens_per_s"].items())
               + f"; {mfu}" + (f"; trainer/raw {row['trainer_vs_raw']:.3f}" if "trainer_vs_raw" in row else ""),
               flush=True)
-    result = {"rows": rows, "device": str(device),
-              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
-              "environment": {"torch": torch.__version__, "cuda": torch.version.cuda,
-                              "python": platform.python_version(), "numpy": np.__version__},
-              "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args.out, {"rows": rows, "device": str(device),
+                            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
+                            else platform.processor()})
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -29,6 +28,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.result_file import write_result  # noqa: E402
 
 PAIRS = ("bert_base_large", "gpt2_base_medium", "deit_s_b")
 STATUS = Path("/proc/self/status")
@@ -104,19 +105,7 @@ def main():
                 print(f"{pair:17s} {name:14s} grow {row['grow_s']:7.2f} s   peak +{row['peak_rss_delta_mib']:7.0f} MiB "
                       f"(grown model {row['large_fp32_mib']:.0f} MiB fp32)", flush=True)
             rows.append(row)
-    result = {"rows": rows, "threads": args.threads,
-              "environment": {"python": platform.python_version(), "machine": platform.machine(),
-                              "cpus": os.cpu_count()},
-              "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    try:
-        import torch
-        result["environment"]["torch"] = torch.__version__
-    except ImportError:
-        pass
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args.out, {"rows": rows, "threads": args.threads})
 
 
 if __name__ == "__main__":

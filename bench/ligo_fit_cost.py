@@ -16,9 +16,7 @@ Writes bench/results/ligo_fit_cost.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -27,6 +25,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.result_file import write_result  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -123,13 +123,7 @@ def main():
     print(f"paper BERT-Small->Base: materialisation {paper['materialise_flops']['width_first'] / 1e9:.1f} GFLOP "
           f"({paper['materialise_fraction_of_step']:.2%} of a train step); 100-step fit = "
           f"{paper['fit_flops']:.3g} FLOPs = {paper['fit_fraction']:.4%} of 400K steps ({paper['train_flops']:.3g})")
-    result = {"timing_mini": timing, "paper_flops": paper,
-              "environment": {"torch": torch.__version__, "python": platform.python_version(),
-                              "machine": platform.machine(), "cpus": os.cpu_count()},
-              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args.out, {"timing_mini": timing, "paper_flops": paper})
 
 
 if __name__ == "__main__":

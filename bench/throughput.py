@@ -18,9 +18,7 @@ magnifies the trainer's fixed per-step Python cost.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -30,6 +28,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.result_file import write_result  # noqa: E402
 
 import torch  # noqa: E402
 from transformers import get_scheduler  # noqa: E402
@@ -159,11 +159,7 @@ def main():
               "first_quartile_chunk_ratio": quartile["trainer"] / quartile["raw"],
               "trainer_overhead_ms_per_step": overhead_ms, "raw_step_ms": chunks["raw"][0] / r.log_every * 1e3,
               "chunk_seconds": chunks, "tokens_per_s_all": tps, "torch_threads": torch.get_num_threads(),
-              "target": ">= 0.97",
-              "environment": {"torch": torch.__version__, "python": platform.python_version(),
-                              "machine": platform.machine(), "cpus": os.cpu_count()},
-              "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+              "target": ">= 0.97"}
     print(f"{task.large.short()}, batch {r.batch_size} x seq {r.seq_len}, {result['timed_steps']} timed steps: "
           f"trainer {med['trainer']:.0f} tok/s, raw loop {med['raw']:.0f} tok/s, ratio {result['ratio']:.3f} "
           f"(median of {args.repeats}, alternating; paired median {result['paired_ratio_median']:.3f}; fastest "
@@ -171,9 +167,7 @@ def main():
           f"{overhead_ms:.2f} ms per step against a {result['raw_step_ms']:.1f} ms step")
     tag = f"_log{args.log_every}" if args.log_every else ""
     out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"throughput_{args.scale}{tag}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_result(out, result)
 
 
 if __name__ == "__main__":

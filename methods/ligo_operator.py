@@ -27,7 +27,7 @@ from torch import nn
 
 from methods.depth import depth_weights, interpolate_sources, stack_sources
 from methods.width import check_head_dim, net2net_width
-from models.canonical import IN, OUT, RESIDUAL, Canonical, WidthMatrices, grow_width, mix_depth, space_size
+from models.canonical import OUT, RESIDUAL, Canonical, WidthMatrices, grow_width, mix_depth, space_size
 from models.spec import ModelSpec
 
 ORDERS = ("width_first", "depth_first")

@@ -8,8 +8,6 @@
 """
 from __future__ import annotations
 
-from typing import Callable
-
 from models import ModelSpec
 from models.family import unknown
 from tasks.task import SCALES, Recipe, Task

@@ -1,7 +1,4 @@
 """The CLI end to end at tiny scale: every paper task runs, records are readable, bad input is refused."""
-import json
-import os
-from pathlib import Path
 
 import pytest
 

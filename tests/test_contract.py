@@ -9,7 +9,7 @@ import torch
 
 import run
 from methods import METHODS, get_method
-from models import build_model, get_family
+from models import get_family
 from runs.record import load_run
 from tasks import get_task, make_task
 

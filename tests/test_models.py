@@ -4,7 +4,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from models import FAMILIES, ModelSpec, build_model, from_canonical, get_family, to_canonical
+from models import FAMILIES, build_model, from_canonical, get_family, to_canonical
 from models.flops import backward_flops
 
 from helpers import fake_batch

@@ -1,6 +1,5 @@
 """Reliability: a run killed with SIGKILL resumes to exactly the numbers of an uninterrupted run; same seed,
 same numbers; non-finite losses stop cleanly; bad input is refused with one line and touches nothing."""
-import json
 import os
 import signal
 import subprocess
