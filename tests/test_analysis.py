@@ -30,7 +30,7 @@ def write_run(root: Path, method: str, points, seed=0, label=None, task="bert_sm
         w.log(row)
     if complete:
         last = points[-1]
-        w.finish({"flops": float(last[1]), "wall": last[1] * wall_per_flop, "eval_loss": last[2],
+        w.finish({"step": last[0], "flops": float(last[1]), "wall": last[1] * wall_per_flop, "eval_loss": last[2],
                   "eval_acc": last[2] if acc else None})
     else:
         w.close()
@@ -181,6 +181,18 @@ def test_fit_steps_and_init_tables(tmp_path):
     assert list(t5) == ["6.000", "7.000", "4.000", "4.000"]
 
 
+def test_an_untrained_init_run_feeds_table5_not_the_savings(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    write_run(tmp_path, "ligo", [(0, 10, 7.0), (1, 110, 4.0)])
+    d = write_run(tmp_path, "ligo", [(0, 10, 7.0)], label="ligo-init")      # steps=0: grown, exported, evaluated
+    (d / "eval.json").write_text(json.dumps({"suites": {"glue": {"tasks": {
+        "sst2": {"metrics": {"accuracy": 81.5, "score": 81.5}}}, "average": 81.5}}}))
+    r, _, seeds, _, _ = analyse(tmp_path)
+    assert set(seeds["label"]) == {"scratch", "ligo"}
+    t5 = init_table(r, "bert_small_base", "mini").set_index("Model")
+    assert t5.loc["Large (LiGO init)", "SST-2"] == "81.50" and t5.loc["Large (LiGO init + pretrain)", "SST-2"] == "--"
+
+
 def test_downstream_scores_from_eval_json(tmp_path):
     write_run(tmp_path, "scratch", SCRATCH)
     d = write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 200, 4.0)])
@@ -244,7 +256,7 @@ def test_sweep_labels_match_figures_and_resume_status(tmp_path):
         for p in panels:
             assert set(p.labels or ()) <= labels, p
     todo = plan(["bert", "ligo_init"], "mini", [0, 1])
-    assert len(todo) == len({(e.task, e.name, s) for e, s in todo}) == 16      # shared runs listed once
+    assert len(todo) == len({(e.task, e.name, s) for e, s in todo}) == 18      # shared runs listed once
     d = run_dir(tmp_path, todo[0][0], "mini", 0)
     assert status(d) == "new"
     write_run(tmp_path, "scratch", SCRATCH[:2], complete=False)
