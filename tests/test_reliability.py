@@ -29,7 +29,8 @@ def test_kill_and_resume_matches_uninterrupted_run(tmp_path):
     args = ["--method", "scratch", *TINY, "--steps", "60", "--set", "eval_every=5", "--set", "log_every=1"]
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     assert run.main([*args, "--out", str(whole)]) == 0
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # the child uses this process's thread count: a float sum split over other threads rounds differently
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(torch.get_num_threads())}
     proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, "--out", str(broken)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
