@@ -17,10 +17,10 @@ SCRATCH = [(0, 0, 10.0), (1, 100, 8.0), (2, 200, 6.0), (3, 300, 5.0), (4, 400, 4
 
 
 def write_run(root: Path, method: str, points, seed=0, label=None, task="bert_small_base", scale="mini",
-              small=None, complete=True, acc=False, method_config=None, wall_per_flop=0.01):
+              small=None, complete=True, acc=False, method_config=None, wall_per_flop=0.01, steps=4):
     """A run directory in the real format; points are (step, cumulative flops, eval metric)."""
     d = root / f"{task}-{scale}" / f"{label or method}-s{seed}"
-    config = {"task": {"name": task, "scale": scale, "recipe": {"steps": 4}}, "seed": seed, "small": small,
+    config = {"task": {"name": task, "scale": scale, "recipe": {"steps": steps}}, "seed": seed, "small": small,
               "method": {"name": method, "config": method_config or {}}, "environment": {}}
     w = RunWriter(d, config)
     for step, flops, value in points:
@@ -184,11 +184,14 @@ def test_fit_steps_and_init_tables(tmp_path):
 def test_an_untrained_init_run_feeds_table5_not_the_savings(tmp_path):
     write_run(tmp_path, "scratch", SCRATCH)
     write_run(tmp_path, "ligo", [(0, 10, 7.0), (1, 110, 4.0)])
-    d = write_run(tmp_path, "ligo", [(0, 10, 7.0)], label="ligo-init")      # steps=0: grown, exported, evaluated
+    d = write_run(tmp_path, "ligo", [(0, 10, 7.0)], label="ligo-init", steps=0)   # grown, exported, evaluated
+    write_run(tmp_path, "ligo", [(0, 10, 7.0), (1, 60, 5.0)], label="ligo-short", steps=2)
     (d / "eval.json").write_text(json.dumps({"suites": {"glue": {"tasks": {
         "sst2": {"metrics": {"accuracy": 81.5, "score": 81.5}}}, "average": 81.5}}}))
-    r, _, seeds, _, _ = analyse(tmp_path)
-    assert set(seeds["label"]) == {"scratch", "ligo"}
+    r, _, seeds, _, problems = analyse(tmp_path)
+    assert set(seeds["label"]) == {"scratch", "ligo", "ligo-short"}
+    # another recipe is flagged for a trained run only
+    assert [(p.kind, p.dir.name) for p in problems] == [("mismatch", "ligo-short-s0")]
     t5 = init_table(r, "bert_small_base", "mini").set_index("Model")
     assert t5.loc["Large (LiGO init)", "SST-2"] == "81.50" and t5.loc["Large (LiGO init + pretrain)", "SST-2"] == "--"
 
