@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch.utils.flop_counter import FlopCounterMode
@@ -33,6 +32,8 @@ from methods.registry import register_method
 from models import get_family
 from models.canonical import Canonical
 from models.flops import backward_flops
+from models.seeding import seed_dropout
+from tasks.data import derive_seed
 
 
 @dataclass
@@ -140,11 +141,7 @@ class FitSession:
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             for m, batch in enumerate(batches):
                 index = (self.steps * world + rank) * len(batches) + m        # runs/distributed.micro_index
-                seed = int(np.random.SeedSequence([self.dropout_seed, index]).generate_state(1)[0])
-                torch.default_generator.manual_seed(seed)         # not torch.manual_seed: see trainer.seed_dropout
-                if self.device.type == "cuda":
-                    with torch.cuda.device(self.device):
-                        torch.cuda.manual_seed(seed)
+                seed_dropout(derive_seed(self.dropout_seed, index), self.device)
                 batch = {k: v.to(self.device) for k, v in batch.items()}
                 state = self.family.state_from_canonical(self.op(self.canon))
                 loss = self.family.loss(self.skeleton, batch, params=state)

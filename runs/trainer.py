@@ -23,6 +23,7 @@ from transformers import get_scheduler
 from methods.base import GrowthMethod, Stage
 from models import get_family
 from models.flops import backward_flops, ran_forward
+from models.seeding import seed_dropout
 from runs import distributed
 from runs.ledger import FlopsLedger
 from runs.record import RunWriter
@@ -158,15 +159,6 @@ def micro_step(model, family, method: GrowthMethod, runner: BlockRunner, batch: 
 
 def batch_device(batch: dict) -> torch.device:
     return next(iter(batch.values())).device
-
-
-def seed_dropout(seed: int, device) -> None:
-    """Seed the generator dropout draws from on `device`. Not torch.manual_seed: before CUDA is initialised it
-    queues a lazy seeding of every accelerator type with a captured stack trace, ~0.5 ms per call."""
-    torch.default_generator.manual_seed(seed)
-    if device.type == "cuda":
-        with torch.cuda.device(device):
-            torch.cuda.manual_seed(seed)
 
 
 def wrap_model(model, family, stage: Stage, strategies: Strategies | None, device, parallel: str, compile: bool):
