@@ -126,6 +126,12 @@ def identity(run: Run) -> tuple[str, str, str, str, int]:
     return task.removesuffix(SMALL_SUFFIX), run.config["task"]["scale"], role, label, int(seed or 0)
 
 
+def trained(run: Run) -> bool:
+    """False for a steps=0 run (Table 5's grown init: fit, grow, export, evaluate): it trained under no recipe
+    and has no curve to cost."""
+    return run.summary.get("step") != 0
+
+
 def recipe_mismatches(runs: list[Run]) -> list[Problem]:
     """Savings compare a method with scratch under one training recipe; a run trained under another recipe than
     its task's scratch run is kept but flagged (e.g. a `--steps` override), since its saving is then not the
@@ -139,8 +145,7 @@ def recipe_mismatches(runs: list[Run]) -> list[Problem]:
     for r in runs:
         t, s, role, _, _ = identity(r)
         ref = scratch.get((t, s))
-        trained = r.summary.get("step") != 0      # a steps=0 run (Table 5's grown init) trains under no recipe
-        if role == "large" and trained and ref is not None and r.config["task"].get("recipe") != ref:
+        if role == "large" and trained(r) and ref is not None and r.config["task"].get("recipe") != ref:
             out.append(Problem(r.dir, "mismatch", "trained with another recipe than the task's scratch run"))
     return out
 
@@ -192,6 +197,7 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "seed": seed, "dir": str(r.dir),
             "final_loss": r.summary.get("eval_loss"), "final_acc": r.summary.get("eval_acc"),
             "flops": r.summary.get("flops"), "wall": r.summary.get("wall"), "steps": r.summary.get("step"),
+            "trained": trained(r),
             # step 0 is logged right after the operator fit, so its cumulative flops are the fit's cost
             "fit_flops": first.get("flops_fit", first.get("flops", 0.0)) if first["step"] == 0 else 0.0,
             # records so far log wall 0.0 at step 0 even after a fit: the fit's wall time is then unknown
@@ -205,7 +211,7 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "downstream": downstream_scores(r),
         })
     cols = ["task", "scale", "role", "label", "method", "seed", "dir", "final_loss", "final_acc", "flops",
-            "wall", "steps", "fit_flops", "fit_wall_missing", "init_loss", "init_acc", "has_small", "pretrain_flops",
+            "wall", "steps", "trained", "fit_flops", "fit_wall_missing", "init_loss", "init_acc", "has_small", "pretrain_flops",
             "pretrain_wall", "method_config", "downstream"]
     return pd.DataFrame(rows, columns=cols)
 

@@ -86,7 +86,7 @@ def seed_savings(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str
     rows = []
     for (label, seed), g in cur[cur["role"] == "large"].groupby(["label", "seed"]):
         meta = info[(info["label"] == label) & (info["seed"] == seed)].iloc[0]
-        if meta["steps"] == 0:      # grown and evaluated, never trained (Table 5's "init" row): no curve to cost
+        if not meta["trained"]:     # Table 5's grown-init row (analysis.load.trained)
             continue
         final = g.dropna(subset=[metric]).sort_values("step")[metric].iloc[-1]
         paired = pair_seeds and all(not math.isnan(denom_seed.get((seed, c), math.nan)) for c in COSTS)
