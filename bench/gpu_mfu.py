@@ -26,14 +26,12 @@ import statistics
 import sys
 from pathlib import Path
 
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.result_file import write_result  # noqa: E402
-
 import torch  # noqa: E402
 
+from bench.result_file import write_result  # noqa: E402
 from bench.throughput import raw_run, trainer_run  # noqa: E402
 from tasks import get_task  # noqa: E402
 from tasks.data import PretrainData  # noqa: E402

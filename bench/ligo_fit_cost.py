@@ -26,10 +26,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.result_file import write_result  # noqa: E402
-
 import torch  # noqa: E402
 
+from bench.result_file import write_result  # noqa: E402
 import methods  # noqa: E402,F401
 from methods.ligo import FitSession, materialise_flops  # noqa: E402
 from methods.ligo_operator import LigoOperator  # noqa: E402

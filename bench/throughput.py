@@ -12,7 +12,7 @@ trainer's rows are written (a writer that notes the time before it writes), so n
 the final evaluation and checkpoint fall inside it; each trainer window contains its share of fsync'ed rows.
 
 Run: HF_HUB_OFFLINE=1 python bench/throughput.py [--scale mini] [--steps 60] [--repeats 5] [--threads 1]
-Writes bench/results/throughput.json (or --out). `--scale tiny` (a 2-layer, 96-wide BERT; milliseconds a step)
+Writes bench/results/throughput_<scale>[_log<N>].json (or --out). `--scale tiny` (a 2-layer, 96-wide BERT; milliseconds a step)
 magnifies the trainer's fixed per-step Python cost.
 """
 from __future__ import annotations
@@ -29,11 +29,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.result_file import write_result  # noqa: E402
-
 import torch  # noqa: E402
 from transformers import get_scheduler  # noqa: E402
 
+from bench.result_file import write_result  # noqa: E402
 from methods import get_method  # noqa: E402
 from models import get_family  # noqa: E402
 from runs.ledger import FlopsLedger  # noqa: E402
