@@ -82,6 +82,19 @@ def apply_settings(task, method_cls, settings: list[str]):
     return task.with_(recipe=task.recipe.with_(**recipe), **task_changes), method
 
 
+def split_eval_settings(settings: list[str], evaluate_only: bool) -> tuple[list[str], list[str]]:
+    """--set items -> (training, evaluation): "eval.KEY=V" always goes to the evaluation (tasks/evals); with
+    --evaluate (nothing is trained) every item does. Here, not in tasks/evals, so that training never imports
+    the evaluation code."""
+    train, ev = [], []
+    for item in settings:
+        if item.startswith("eval."):
+            ev.append(item[len("eval."):])
+        else:
+            (ev if evaluate_only else train).append(item)
+    return train, ev
+
+
 def split_strategies(settings: list[str]):
     """Take the training-strategy keys (layer_drop, token_drop, staged, ...: runs/strategies.py) out of --set.
     They compose with any method, so they belong neither to the recipe nor to a method's config."""
@@ -155,9 +168,7 @@ def main(argv=None) -> int:
         if args.method not in METHODS:
             raise KeyError(unknown("method", args.method, METHODS))
         task = get_task(args.task, scale=args.scale)
-        # "eval.KEY=VALUE" settings are for --eval (tasks/evals imports only when evaluating)
-        train_settings = [x for x in args.settings if not x.startswith("eval.")]
-        eval_settings = [x[len("eval."):] for x in args.settings if x.startswith("eval.")]
+        train_settings, eval_settings = split_eval_settings(args.settings, evaluate_only=False)
         train_settings, strategies = split_strategies(train_settings)
         task, method_options = apply_settings(task, METHODS[args.method], train_settings)
         if args.steps is not None:
@@ -229,9 +240,9 @@ def evaluate_main(args) -> int:
             raise ValueError("--evaluate RUN_DIR evaluates an existing run: give no --method/--task/--eval")
         if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
             raise ValueError(f"unknown device '{args.device}'; known: cpu, cuda")
-        from tasks.evals import Pretrained, prepare, run_and_report, split_settings
+        from tasks.evals import Pretrained, prepare, run_and_report
         pre = Pretrained.from_run(args.evaluate)
-        _, settings = split_settings(args.settings, evaluate_only=True)
+        _, settings = split_eval_settings(args.settings, evaluate_only=True)
         evaluation = prepare(pre.kind, pre.task.get("scale"), pre.task.get("evals"), args.suite, args.only,
                              settings, args.device)
         print(run_and_report(args.evaluate, *evaluation, log=log))

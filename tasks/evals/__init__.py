@@ -219,18 +219,6 @@ def format_table(record: dict, suites=None) -> str:
 
 # ---------------------------------------------------------------------------------------- CLI helpers
 
-def split_settings(settings: list[str], evaluate_only: bool) -> tuple[list[str], list[str]]:
-    """run.py's --set items -> (training, evaluation): "eval.KEY=V" always goes to the evaluation; with
-    --evaluate (nothing is trained) every item does."""
-    train, ev = [], []
-    for item in settings:
-        if item.startswith("eval."):
-            ev.append(item[len("eval."):])
-        else:
-            (ev if evaluate_only else train).append(item)
-    return train, ev
-
-
 def comma_list(text: str | None) -> list[str] | None:
     return [t.strip() for t in text.split(",") if t.strip()] if text else None
 
