@@ -2,16 +2,19 @@
 relative to regular training").
 
 1. Wall time of one LiGO fit step (materialise -> functional forward/backward -> operator update) against one
-   plain training step of the large model (forward/backward/AdamW), on a mini BERT pair (bert_small_base at
-   mini scale: 2L/128 -> 4L/192), measured in one process, alternating, several repeats, median.
+   plain training step of the large model (forward/backward/AdamW), on the device given (`--device cuda`: the
+   fit runs where the run trains), on the mini BERT pair (bert_small_base at mini scale: 2L/128 -> 4L/192) or
+   with `--pair paper` on BERT-Small -> BERT-Base; measured in one process, alternating, several repeats,
+   median (CUDA: synchronised around each step). `--bf16` runs both large forwards under bf16 autocast.
 2. FLOPs of the 100-step fit as a fraction of the large model's training, at paper scale: BERT-Small
    (6L/512/8) -> BERT-Base (12L/768/12), vocab 30522, positions 512, 400K steps x batch 256 x seq 128. The
    large model's part is analytic (forward_flops); the materialisation is counted by FlopCounterMode on meta
    tensors (no memory, no compute).
 
-Run: HF_HUB_OFFLINE=1 python bench/ligo_fit_cost.py [--repeats 15] [--threads 1]. One thread by default: on a
-shared 2-core machine two synchronised threads made single steps vary 5x; one thread varies by a few per cent.
-Writes bench/results/ligo_fit_cost.json.
+Run: HF_HUB_OFFLINE=1 python bench/ligo_fit_cost.py [--repeats 15] [--threads 1] [--device cuda --pair paper
+--batch 256 --seq 128 --bf16]. One thread by default on the CPU: on a shared 2-core machine two synchronised
+threads made single steps vary 5x; one thread varies by a few per cent. Writes bench/results/ligo_fit_cost.json
+(or --out).
 """
 from __future__ import annotations
 
@@ -42,40 +45,54 @@ PAPER_TRAIN = dict(steps=400_000, batch=256, seq=128)
 FIT_STEPS = 100
 
 
+PAIRS = {"mini": MINI, "paper": PAPER}
+
+
 def mlm_batch(spec: ModelSpec, batch: int, seq: int, gen: torch.Generator) -> dict:
     ids = torch.randint(5, spec.vocab, (batch, seq), generator=gen)
     masked = torch.rand(batch, seq, generator=gen) < 0.15
     return {"input_ids": ids.masked_fill(masked, 4), "labels": ids.masked_fill(~masked, -100)}
 
 
-def time_steps(repeats: int, batch: int, seq: int) -> dict:
-    small_spec, large_spec = MINI
-    task = types.SimpleNamespace(small=small_spec, large=large_spec, family="bert")
+def time_steps(repeats: int, batch: int, seq: int, pair: str = "mini", device: str = "cpu", bf16: bool = False) -> dict:
+    small_spec, large_spec = PAIRS[pair]
+    device = torch.device(device)
+    recipe = types.SimpleNamespace(bf16=bf16, grad_accum=1)
+    task = types.SimpleNamespace(small=small_spec, large=large_spec, family="bert", recipe=recipe, name=pair)
     family = get_family("bert")
     torch.manual_seed(0)
-    small = family.build(small_spec).eval()
+    small = family.build(small_spec).eval().to(device)     # the fit runs where the small model lives
     session = FitSession(get_method("ligo", fit_steps=10 * repeats), small, task)
-    large = family.build(large_spec).train()
+    large = family.build(large_spec).train().to(device)
     opt = torch.optim.AdamW(large.parameters(), lr=2e-4, weight_decay=0.01, eps=1e-6)
 
     def train_step(b):
-        loss = family.loss(large, b)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = family.loss(large, b)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(large.parameters(), 1.0)
         opt.step()
 
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     gen = torch.Generator().manual_seed(1)
     fit_t, train_t = [], []
     for i in range(repeats + 3):                # 3 warm-up rounds, not recorded
-        b = mlm_batch(large_spec, batch, seq, gen)
+        b = {k: v.to(device) for k, v in mlm_batch(large_spec, batch, seq, gen).items()}
         for name, fn in (("fit", session.step), ("train", train_step))[:: 1 if i % 2 == 0 else -1]:
+            sync()
             t = time.perf_counter()
             fn(b)
+            sync()
             (fit_t if name == "fit" else train_t).append(time.perf_counter() - t)
     fit_t, train_t = fit_t[3:], train_t[3:]
     fit_med, train_med = statistics.median(fit_t), statistics.median(train_t)
-    return {"pair": "bert mini 2L/128/2 -> 4L/192/3, vocab 4096", "batch": batch, "seq": seq, "repeats": repeats,
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return {"pair": f"bert {pair}: {small_spec.short()} -> {large_spec.short()}", "batch": batch, "seq": seq,
+            "repeats": repeats, "device": name, "bf16": bf16,
             "fit_step_s": fit_med, "train_step_s": train_med, "ratio": fit_med / train_med,
             "fit_step_s_all": fit_t, "train_step_s_all": train_t,
             "fit_step_flops": session.flops(b), "materialise_flops": session.materialise_flops,
@@ -110,19 +127,22 @@ def main():
     ap.add_argument("--batch", type=int, default=32)     # mini text recipe: batch 32, seq 64
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    ap.add_argument("--device", default="cpu", help="cpu | cuda: where both steps run")
+    ap.add_argument("--pair", default="mini", choices=sorted(PAIRS), help="mini BERT pair or BERT-Small->Base")
+    ap.add_argument("--bf16", action="store_true", help="large forwards under bf16 autocast (the paper recipe on a GPU)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "ligo_fit_cost.json"))
     args = ap.parse_args()
     if args.threads:      # on a shared CPU, one thread is less exposed to neighbours than a synchronised pair
         torch.set_num_threads(args.threads)
-    timing = time_steps(args.repeats, args.batch, args.seq)
+    timing = time_steps(args.repeats, args.batch, args.seq, args.pair, args.device, args.bf16)
     paper = paper_fraction()
-    print(f"mini BERT, batch {args.batch} x seq {args.seq}: LiGO fit step {timing['fit_step_s'] * 1e3:.1f} ms, "
-          f"train step {timing['train_step_s'] * 1e3:.1f} ms, ratio {timing['ratio']:.2f} "
-          f"(median of {args.repeats}, alternating)")
+    print(f"{args.pair} BERT on {timing['device']}{' bf16' if args.bf16 else ''}, batch {args.batch} x seq "
+          f"{args.seq}: LiGO fit step {timing['fit_step_s'] * 1e3:.1f} ms, train step "
+          f"{timing['train_step_s'] * 1e3:.1f} ms, ratio {timing['ratio']:.2f} (median of {args.repeats}, alternating)")
     print(f"paper BERT-Small->Base: materialisation {paper['materialise_flops']['width_first'] / 1e9:.1f} GFLOP "
           f"({paper['materialise_fraction_of_step']:.2%} of a train step); 100-step fit = "
           f"{paper['fit_flops']:.3g} FLOPs = {paper['fit_fraction']:.4%} of 400K steps ({paper['train_flops']:.3g})")
-    write_result(args.out, {"timing_mini": timing, "paper_flops": paper})
+    write_result(args.out, {f"timing_{args.pair}": timing, "paper_flops": paper})
 
 
 if __name__ == "__main__":

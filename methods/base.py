@@ -52,8 +52,9 @@ class GrowthMethod(ABC):
     def grow(self, small: nn.Module | None, task) -> nn.Module:
         """The large model's initialisation (a plain HF/timm module of `task.large`'s spec)."""
 
-    def fit(self, small: nn.Module, task, batches: Iterator[dict], ledger) -> None:
-        """Optional learning before `grow` (LiGO trains its operator here); charge its FLOPs to `ledger`."""
+    def fit(self, small: nn.Module, task, batches: Iterator[dict], ledger, *, progress: bool = False) -> None:
+        """Optional learning before `grow` (LiGO trains its operator here); charge its FLOPs to `ledger`. The small
+        model is on the run's device: learn there. `progress`: show a progress bar."""
 
     # -- training hooks ----------------------------------------------------------------------------------
     def stages(self, task, total_steps: int) -> list[Stage]:

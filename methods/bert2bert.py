@@ -15,8 +15,8 @@ import torch
 
 from methods.net2net import Net2Net
 from methods.registry import register_method
-from methods.width import Net2NetWidth, fpi_grow_width, new_unit_mask
-from models.canonical import OUT, Canonical
+from methods.width import Net2NetWidth, new_unit_mask
+from models.canonical import OUT, Canonical, grow_width
 from models.spec import ModelSpec
 
 
@@ -25,14 +25,14 @@ class Bert2Bert(Net2Net):
     preserves_function = False
 
     def widen(self, canon: Canonical, large: ModelSpec, width: Net2NetWidth) -> Canonical:
-        fpi = fpi_grow_width(canon, large, width)
+        fpi = grow_width(canon, large, width)
 
         def aki(section, layer, key, t):
             blocks = getattr(fpi, section) if layer is not None else None
             if blocks is None or layer + 1 >= len(blocks):
                 return t              # embeddings, head, and the last block: FPI
             small = getattr(canon, section)[layer][key]
-            new_rows = new_unit_mask(canon.axes(section, key), small.shape, t.shape, roles=(OUT,))
+            new_rows = new_unit_mask(canon.axes(section, key), small.shape, t.shape, roles=(OUT,), device=t.device)
             return torch.where(new_rows, blocks[layer + 1][key], t)
         return fpi.map(aki)
 

@@ -5,16 +5,25 @@ Transformer Training", ICLR 2023; §3.2-3.4, Appendices A and B.1; DESIGN.md §4
 pretraining objective: materialise the large canonical weights from the (constant) small ones ->
 `family.state_from_canonical` -> `family.loss(skeleton, batch, params=state)` (torch.func.functional_call) ->
 backward into the operator only. `grow` then materialises once more, under no_grad, into a plain large
-model that trains as usual. With `fit_steps=0` LiGO is its initial operator, fixed.
+model that trains as usual. With `fit_steps=0` LiGO is its initial operator, fixed: by default (tying="pinv",
+width_init="net2net", depth_init="stackbert") that is Net2Net's function-preserving width growth with stacking,
+bit for bit, tied output layers included (Proposition 1; methods/ligo_operator.py says why the IN side is B's
+pseudo-inverse and not the literal B of Alg. 1). The fit therefore starts from the best fixed operator.
+
+The fit runs where the small model lives, which is the run's device (runs/experiment.py moves it there): the
+operator, the large skeleton and the batches go to that device, and the large model's forward/backward runs
+under bf16 autocast when the recipe says `bf16` (the materialisation itself stays float32).
 
 Distributed (torchrun; runs/distributed.py): every rank materialises the operator, runs its share of the step's
 micro-batches, and the operator's gradients are averaged over the ranks before the update, so W processes fit
 what one process fits with W times the micro-batches (each micro-batch seeds its own dropout). The fit's batch is
 the training's global batch: grad_accum micro-batches per rank per step.
 
-Defaults follow the paper (width first, full matrices, tied in/out, one depth w per module type); the
-official code (VITA-Group/LiGO, ligo.py) is available option by option: order="depth_first",
-width_form="identity_prefix", separate_bias_depth=True, depth_init="stackbert_noisy", width_init="random".
+Defaults follow the paper (width first, full matrices, one width matrix per space, one depth w per module
+type); the paper's literal tying is tying="literal", App. A's separate A's tying="untied"; the official code
+(VITA-Group/LiGO, ligo.py) is available option by option: order="depth_first", width_form="identity_prefix",
+separate_bias_depth=True, depth_init="stackbert_noisy", width_init="random" (with tying="literal", what it
+computes).
 """
 from __future__ import annotations
 
@@ -24,10 +33,11 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from torch.utils.flop_counter import FlopCounterMode
+from tqdm import tqdm
 
 from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical
-from methods.ligo_operator import DEPTH_INITS, ORDERS, WIDTH_FORMS, WIDTH_INITS, LigoOperator, check_choice
+from methods.ligo_operator import DEPTH_INITS, ORDERS, TYINGS, WIDTH_FORMS, WIDTH_INITS, LigoOperator, check_choice
 from methods.registry import register_method
 from models import get_family
 from models.canonical import Canonical
@@ -41,7 +51,7 @@ class LigoConfig(Config):
     fit_steps: int = 100                 # paper §3.2 "e.g., 100 iterations"; the official README's --max_steps 100
     order: str = "width_first"           # paper Alg. 1 | "depth_first" (official code)
     width_form: str = "full"             # B [D2, D1] | "identity_prefix" (official: [I; C], only C learned)
-    tie_in_out: bool = True              # §3.3 tying (A = B of the consumed space); False: separate A's
+    tying: str = "pinv"                  # IN side: B's pseudo-inverse | "literal" (A = B, Alg. 1) | "untied"
     separate_bias_depth: bool = False    # official: every module with a bias has separate weight/bias w
     depth_init: str = "stackbert"        # | "interpolation" | "stackbert_noisy" (official README)
     width_init: str = "net2net"          # | "random" (official README: normalised uniform rows)
@@ -69,16 +79,17 @@ def batch_shape(batch: dict) -> tuple[int, int]:
 
 
 def materialise_flops(operator: LigoOperator, small: Canonical) -> float:
-    """Matmul FLOPs of one materialisation, forward and backward into the operator, as FlopCounterMode counts
-    them. The backward is driven by a probe scalar whose own ops (mul, sum) are not matmuls, so the count is
-    exactly what the fit step's backward spends in the operator (the large model's part is analytic)."""
+    """FLOPs of one materialisation, forward and backward into the operator: the matmuls as FlopCounterMode counts
+    them, plus the pseudo-inverse's solves, which it does not count (LigoOperator.solve_flops). The backward is
+    driven by a probe scalar whose own ops (mul, sum) are not matmuls, so the count is exactly what the fit
+    step's backward spends in the operator (the large model's part is analytic)."""
     params = [p for p in operator.parameters() if p.requires_grad]
     with FlopCounterMode(display=False) as counter:
         large = operator(small)
         probe = sum((t * 1.0).sum() for *_, t in large.items() if t.requires_grad)
         if params and torch.is_tensor(probe):
             torch.autograd.grad(probe, params, allow_unused=True)
-    return float(counter.get_total_flops())
+    return float(counter.get_total_flops()) + operator.solve_flops()
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -114,7 +125,8 @@ class FitSession:
     def __init__(self, method: "Ligo", small, task):
         c, self.family, self.task = method.config, get_family(task.family), task
         self.canon = small_canonical(small, task)
-        self.device = next(iter(self.canon.embed.values())).device
+        self.device = next(iter(self.canon.embed.values())).device     # the run's device (the small model's)
+        self.bf16 = bool(getattr(getattr(task, "recipe", None), "bf16", False))
         self.op = method.build_operator(self.canon, task)
         with torch.random.fork_rng(devices=[]):     # the skeleton's random init must not shift the run's RNG
             self.skeleton = self.family.build(task.large).to(self.device)
@@ -142,11 +154,13 @@ class FitSession:
             for m, batch in enumerate(batches):
                 index = (self.steps * world + rank) * len(batches) + m        # runs/distributed.micro_index
                 seed_dropout(derive_seed(self.dropout_seed, index), self.device)
-                batch = {k: v.to(self.device) for k, v in batch.items()}
+                batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
                 state = self.family.state_from_canonical(self.op(self.canon))
-                loss = self.family.loss(self.skeleton, batch, params=state)
+                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+                    loss = self.family.loss(self.skeleton, batch, params=state)
                 (loss / len(batches)).backward()
-                loss_sum += float(loss.detach())
+                loss_sum += loss.detach()
+        loss_sum = float(loss_sum)             # one host sync per step, not one per micro-batch
         loss = average_over_ranks(self.op.named_parameters(), loss_sum / len(batches))
         if self.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.op.parameters(), self.max_grad_norm)
@@ -177,6 +191,7 @@ class Ligo(GrowthMethod):
         check_choice("width_form", c.width_form, WIDTH_FORMS)
         check_choice("depth_init", c.depth_init, DEPTH_INITS)
         check_choice("width_init", c.width_init, WIDTH_INITS)
+        check_choice("tying", c.tying, TYINGS)
         if c.fit_steps < 0:
             raise ValueError(f"fit_steps must be >= 0, got {c.fit_steps}")
         self.operator: LigoOperator | None = None
@@ -191,24 +206,27 @@ class Ligo(GrowthMethod):
         c = self.config
         if self.operator is None or self._pair != (task.small, task.large):
             op = LigoOperator(canon, task.large, order=c.order, width_form=c.width_form,
-                              tie_in_out=c.tie_in_out, separate_bias_depth=c.separate_bias_depth)
+                              tying=c.tying, separate_bias_depth=c.separate_bias_depth)
             self.operator = op.init_(c.depth_init, c.width_init, c.init_noise, c.seed)
             self._pair = (task.small, task.large)
             self.fit_loss, self.flops_per_step = [], None
         return self.operator.to(next(iter(canon.embed.values())).device)
 
     # -- fit ---------------------------------------------------------------------------------------------------
-    def fit(self, small, task, batches, ledger) -> None:
+    def fit(self, small, task, batches, ledger, *, progress: bool = False) -> None:
         if self.config.fit_steps == 0:
             return
         session = FitSession(self, small, task)
         accum = getattr(getattr(task, "recipe", None), "grad_accum", 1)   # the training's global batch
-        for step in range(self.config.fit_steps):
+        bar = tqdm(range(self.config.fit_steps), desc="ligo operator fit", disable=not progress,
+                   dynamic_ncols=True, mininterval=1.0)
+        for step in bar:
             try:
                 micro = [next(batches) for _ in range(accum)]
             except StopIteration:
                 raise RuntimeError(f"the fit batches ran out after {step} of {self.config.fit_steps} steps") from None
             self.fit_loss.append(session.step(*micro))
+            bar.set_postfix(loss=f"{self.fit_loss[-1]:.3f}", refresh=False)
             flops = sum(session.flops(b) for b in micro)      # this rank's; the caller sums the ledger over ranks
             ledger.add("fit", flops)
             self.flops_per_step = flops * rank_and_world()[1]

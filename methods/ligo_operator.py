@@ -1,11 +1,26 @@
 """The LiGO operator M = (w ⊗ I)(A ⊗ B) as a module (Wang et al., ICLR 2023, §3.2-3.3, Appendices A, B.1).
 
-Width: one learnable matrix per canonical *space* (models/canonical.py), so the §3.3 tying is the layout
+Width: one learnable matrix B per canonical *space* (models/canonical.py), so the §3.3 tying is the layout
 itself: B_emb for the residual stream D (embeddings, every o/fc2 output, every norm, the head input), and per
-layer B_Q, B_K, B_V, B_F (B_H for CaiT's talking heads; class-attention blocks get their own). A tensor's
-IN axis takes the same matrix as its space's OUT axis (`tie_in_out`): A_q/k/v/fc1 = A_head = B_emb,
-A_o = B_V, A_fc2 = B_F; biases and norms only have OUT axes, so they take their layer's out-expansion.
-With `tie_in_out=False` every IN axis gets its own A (Net2Net's normalised in-copies need that).
+layer B_Q, B_K, B_V, B_F (B_H for CaiT's talking heads; class-attention blocks get their own). OUT axes (rows,
+biases, norms) take B. What an IN axis (columns: the consuming side) takes is the `tying`:
+
+- "pinv" (default): A^T = pinv(B) = (B^T B)^-1 B^T, i.e. A = B (B^T B)^-1, derived from B at every
+  materialisation (one learned matrix per space, as §3.3 intends). For a 0/1 copy matrix S, S^T S =
+  diag(count), so A = S / count: exactly Net2Net's division of copied inputs. For *any* full-rank B a linear
+  map then sees its input unchanged (W_large B x = B_out W (B^T B)^-1 B^T B x = B_out W x), so the operator
+  before its fit is Net2Net (Proposition 1, tied head included: the canonical form tags the norm feeding a
+  tied decoder IN, so that norm is divided too) and the fit starts from the best fixed operator.
+  This departs from the paper's literal formula, which writes A = B (Alg. 1's B^T): read literally, a copy
+  matrix *sums* the copied inputs (B^T B = diag(count) instead of I), and a tied head's logits come out
+  count times too large; measured on trained BERT/GPT-2/DeiT/CaiT, the literal operator at its Net2Net init
+  is worse than a random model. App. A proves Proposition 1 with separate, normalised A's, which is what the
+  pseudo-inverse gives without a second free matrix.
+- "literal": A = B (§3.3 / Alg. 1 as printed). Kept to reproduce the paper's formula; at width_init="net2net"
+  it is *not* Net2Net (see above); with the official init (width_init="random": [I; C], new rows normalised
+  averages) it starts near the small model's function for the old units.
+- "untied": every IN axis its own free A (App. A's form; twice the width parameters), initialised to the
+  fixed operator's IN matrix.
 
 Depth: w [L2, L1] per module type (one per BLOCK_AXES stem: q, k, v, o, fc1, fc2, norm1, norm2, gamma1/2,
 talk_l/w); `separate_bias_depth` gives biases their own w (the official code does).
@@ -15,8 +30,8 @@ code: mix depth, then width per *large* layer). Width form: "full" [n2, n1] or "
 (official: the first n1 rows stay the identity, only C is learned).
 
 Materialisation only calls models.canonical.grow_width / mix_depth, the same primitives the fixed methods
-use, so with one-hot w and selection matrices LiGO reproduces stacking, interpolation and Net2Net bit for bit
-(Proposition 1, App. A; tests/test_ligo.py).
+use, so with one-hot w and selection matrices LiGO reproduces stacking, interpolation and Net2Net
+(Proposition 1, App. A; tests/test_ligo.py, on trained weights).
 """
 from __future__ import annotations
 
@@ -27,13 +42,14 @@ from torch import nn
 
 from methods.depth import depth_weights, interpolate_sources, stack_sources
 from methods.width import check_head_dim, net2net_width
-from models.canonical import OUT, RESIDUAL, Canonical, WidthMatrices, grow_width, mix_depth, space_size
+from models.canonical import IN, OUT, RESIDUAL, Canonical, WidthMatrices, grow_width, mix_depth, space_size
 from models.spec import ModelSpec
 
 ORDERS = ("width_first", "depth_first")
 WIDTH_FORMS = ("full", "identity_prefix")
 DEPTH_INITS = ("stackbert", "interpolation", "stackbert_noisy")
 WIDTH_INITS = ("net2net", "random")
+TYINGS = ("pinv", "literal", "untied")
 PER_LAYER = ("blocks", "class_blocks")       # sections whose non-D spaces are per layer
 
 
@@ -69,22 +85,24 @@ class LigoOperator(nn.Module):
     materialises the large canonical model differentiably. Build, then `init_` or `set_depth`/`set_width`."""
 
     def __init__(self, small: Canonical, large: ModelSpec, *, order: str = "width_first",
-                 width_form: str = "full", tie_in_out: bool = True, separate_bias_depth: bool = False):
+                 width_form: str = "full", tying: str = "pinv", separate_bias_depth: bool = False):
         super().__init__()
         check_choice("order", order, ORDERS)
         check_choice("width_form", width_form, WIDTH_FORMS)
+        check_choice("tying", tying, TYINGS)
         s = small.spec
         if s.class_layers != large.class_layers:
             raise ValueError(f"LiGO grows class-attention blocks in width only ({s.class_layers} -> "
                              f"{large.class_layers} class layers)")
         self.small_spec, self.large = s, large
         self.order, self.width_form = order, width_form
-        self.tie_in_out, self.separate_bias_depth = tie_in_out, separate_bias_depth
+        self.tying, self.separate_bias_depth = tying, separate_bias_depth
         for section in ("embed", "head"):   # only the residual stream may cross the embedding/head
             bad = {sp for sp, _ in _tags(small, section)} - {RESIDUAL}
             if bad:
                 raise ValueError(f"{section} carries per-layer spaces {sorted(bad)}; LiGO ties it to D only")
-        # slot key -> (space, role, section, layer, n1, n2); role is OUT for every slot when tied
+        # slot key -> (space, role, section, layer, n1, n2): the learned matrices; role is OUT for every slot
+        # unless untied (an IN axis then has its own slot)
         self.slots: dict[str, tuple] = {}
         for section in ("embed", "head"):
             for space, role in _tags(small, section):
@@ -108,12 +126,13 @@ class LigoOperator(nn.Module):
 
     # -- layout ------------------------------------------------------------------------------------------------
     def slot_key(self, space: str, role: str, section: str, layer: int | None) -> str:
-        role = OUT if self.tie_in_out else role
+        """The learned matrix an axis reads (for tied IN axes: the OUT matrix it is derived from)."""
+        role = role if self.tying == "untied" else OUT
         suffix = "" if role == OUT else "_in"
         return f"{space}{suffix}" if space == RESIDUAL else f"{section}{layer}_{space}{suffix}"
 
     def _add_slot(self, space, role, section, layer):
-        role = OUT if self.tie_in_out else role
+        role = role if self.tying == "untied" else OUT
         key = self.slot_key(space, role, section, layer)
         if space != RESIDUAL and layer is None:
             raise ValueError(f"space {space} outside a block")
@@ -134,9 +153,27 @@ class LigoOperator(nn.Module):
         return torch.cat([eye, self.width[key]]) if key in self.width else eye
 
     def width_matrices(self) -> WidthMatrices:
-        """A `grow_width` callable; every matrix is built once per materialisation (the cat is not free)."""
+        """A `grow_width` callable; every matrix (and every derived IN matrix) is built once per
+        materialisation: the cat and the solve are not free."""
         mats = {key: self.width_matrix(key) for key in self.slots}
-        return lambda space, role, section, layer: mats[self.slot_key(space, role, section, layer)]
+        derived: dict[str, torch.Tensor] = {}
+        self.solved = []        # (n1, n2) of every solve of this materialisation: their FLOPs are charged
+
+        def lookup(space, role, section, layer):
+            key = self.slot_key(space, role, section, layer)
+            if role != IN or self.tying != "pinv":
+                return mats[key]
+            if key not in derived:
+                derived[key] = pinv_transposed(mats[key])
+                self.solved.append(tuple(mats[key].shape[::-1]))
+            return derived[key]
+        return lookup
+
+    def solve_flops(self) -> float:
+        """FLOPs of the last materialisation's solves, forward and backward, which FlopCounterMode does not see
+        (it counts the Gram matmuls only): an LU of B^T B (2/3 n1^3) and two triangular solves with n2
+        right-hand sides (2 n1^2 n2) forward; the backward solves once more with the same factors (2 n1^2 n2)."""
+        return float(sum(2 / 3 * n1 ** 3 + 4 * n1 ** 2 * n2 for n1, n2 in getattr(self, "solved", [])))
 
     def depth_coefficients(self, block_key: str) -> torch.Tensor:
         return self.depth[self.depth_key(block_key)]
@@ -213,6 +250,10 @@ class LigoOperator(nn.Module):
             self._fill_width(random_width(torch.Generator().manual_seed(seed)))
         return self
 
+    def in_matrix(self, space: str, section: str = "blocks", layer: int | None = None) -> torch.Tensor:
+        """The [n2, n1] matrix an IN axis of `space` is expanded with (for inspection and tests)."""
+        return self.width_matrices()(space, IN, section, None if space == RESIDUAL else layer)
+
     @classmethod
     def from_fixed(cls, small: Canonical, large: ModelSpec, depth_sources: list[int] | None = None,
                    width: WidthMatrices | None = None, **options) -> "LigoOperator":
@@ -229,6 +270,15 @@ class LigoOperator(nn.Module):
 
     def _dtype(self):
         return next(iter(self.depth.values())).dtype if len(self.depth) else torch.float32
+
+
+def pinv_transposed(B: torch.Tensor) -> torch.Tensor:
+    """A = B (B^T B)^-1, the transpose of B's pseudo-inverse (B [n2, n1] of full column rank, n2 >= n1), so that
+    A^T B = I: an input expanded by B is read back exactly. Solved, not inverted (B^T B is symmetric). For a 0/1
+    copy matrix, B^T B is diagonal and the solve is an exact division: A = B / count, Net2Net's IN matrix bit for
+    bit. Always in float32: the solve has no bf16 kernel, and the operator's precision is not the model's."""
+    B32 = B.float()
+    return torch.linalg.solve(B32.T @ B32, B32.T).T.to(B.dtype)
 
 
 def random_width(gen: torch.Generator):

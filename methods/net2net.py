@@ -20,9 +20,9 @@ import torch
 from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical, stack_sources
 from methods.registry import register_method
-from methods.width import Net2NetWidth, check_head_dim, fpi_grow_width, net2net_width, new_unit_mask
+from methods.width import Net2NetWidth, check_head_dim, net2net_width, new_unit_mask
 from models import family_of, from_canonical, get_family
-from models.canonical import Canonical, copy_depth
+from models.canonical import Canonical, copy_depth, grow_width
 from models.spec import ModelSpec
 
 
@@ -49,6 +49,9 @@ def function_deviation(small, large, batch: dict | None = None) -> float:
     """max |logits(large) - logits(small)| in eval mode (dropout off); both models' modes are restored."""
     fam = family_of(small)
     batch = batch if batch is not None else probe_batch(fam.spec_of(small))
+    device = next(small.parameters()).device
+    batch = {k: v.to(device) for k, v in batch.items()}
+    large = large.to(device)
     modes = small.training, large.training
     small.eval(), large.eval()
     try:
@@ -75,8 +78,9 @@ class Net2Net(GrowthMethod):
         return net2net_width(small, large, generator, self.config.per_layer_maps, self.config.index_map)
 
     def widen(self, canon: Canonical, large: ModelSpec, width: Net2NetWidth) -> Canonical:
-        """The width rule proper; bert2BERT's AKI overrides it."""
-        return fpi_grow_width(canon, large, width)
+        """The width rule proper (a tied head's norm is divided by the copy counts: the canonical form tags
+        it IN); bert2BERT's AKI overrides it."""
+        return grow_width(canon, large, width)
 
     def grow_width(self, canon: Canonical, large: ModelSpec) -> Canonical:
         """Width growth of canonical weights (layers kept): maps, rule, then noise on the new copies."""
@@ -90,12 +94,12 @@ class Net2Net(GrowthMethod):
         # stop being exact twins (Net2Net §2.3); scaled per tensor so norms and weights get comparable noise
         def noisy(section, layer, key, t):
             s = _tensor(small, section, layer, key)
-            mask = new_unit_mask(small.axes(section, key), s.shape, t.shape)
+            mask = new_unit_mask(small.axes(section, key), s.shape, t.shape, device=t.device)
             if not mask.any():
                 return t
             std = s.float().std() if s.numel() > 1 else s.float().abs().mean()
-            eps = torch.randn(t.shape, generator=gen) * (self.config.noise * float(std))
-            return t + eps.to(t.dtype) * mask
+            eps = torch.randn(t.shape, generator=gen) * (self.config.noise * float(std))   # CPU generator
+            return t + eps.to(device=t.device, dtype=t.dtype) * mask
         return grown.map(noisy)
 
     # -- the method -------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from models.canonical import IN, OUT, RESIDUAL, Canonical, grow_width
+from models.canonical import IN, OUT, RESIDUAL
 from models.spec import ModelSpec
 
 INDEX_MAPS = ("balanced", "uniform")
@@ -131,33 +131,15 @@ def net2net_width(small: ModelSpec, large: ModelSpec, generator: torch.Generator
     return Net2NetWidth(net2net_maps(small, large, generator, per_layer_maps, kind))
 
 
-def rescale_tied_head(canon: Canonical, maps: Net2NetMaps) -> Canonical:
-    """A tied output layer reuses the token embedding, whose D columns were *copied* (OUT role), so the
-    logits would sum each unit count(j) times: divide the norm feeding the head by that count instead."""
-    if canon.tied_head_norm is None:
-        return canon
-    scale = 1.0 / copy_counts(maps.residual, small_size(maps.residual))[maps.residual]
-    head = dict(canon.head)
-    for kind in ("weight", "bias"):
-        key = f"{canon.tied_head_norm}.{kind}"
-        if key in head:
-            head[key] = head[key] * scale.to(head[key].dtype)
-    return replace(canon, head=head)
-
-
-def fpi_grow_width(canon: Canonical, large: ModelSpec, width: Net2NetWidth) -> Canonical:
-    """Width growth of a canonical model by FPI, tied head included (layers unchanged)."""
-    return rescale_tied_head(grow_width(canon, large, width), width.maps)
-
-
-def new_unit_mask(axes: tuple, small_shape: torch.Size, large_shape: torch.Size, roles=(OUT, IN)) -> torch.Tensor:
+def new_unit_mask(axes: tuple, small_shape: torch.Size, large_shape: torch.Size, roles=(OUT, IN),
+                  device=None) -> torch.Tensor:
     """Boolean mask over a grown tensor: True where the index along some grown axis whose role is in
     `roles` is a new unit (>= the small size). Used for symmetry-breaking noise and AKI's new rows."""
-    mask = torch.zeros(large_shape, dtype=torch.bool)
+    mask = torch.zeros(large_shape, dtype=torch.bool, device=device)
     for axis, tag in enumerate(axes):
         if tag is None or tag[1] not in roles or large_shape[axis] == small_shape[axis]:
             continue
         shape = [1] * len(large_shape)
         shape[axis] = -1
-        mask |= (torch.arange(large_shape[axis]) >= small_shape[axis]).reshape(shape)
+        mask |= (torch.arange(large_shape[axis], device=device) >= small_shape[axis]).reshape(shape)
     return mask

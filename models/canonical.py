@@ -11,6 +11,12 @@ Each tensor axis is tagged with the *space* it lives in and the *role* it plays:
   IN (the tensor consumes it: columns of a weight).
 A width operator is then just "a matrix per (space, role, layer)", which is exactly LiGO's tying (§3.3)
 and the one-index-map-for-the-residual-stream that Net2Net needs.
+
+One tag is not what its shape suggests: the norm that feeds a *tied* output layer (BERT's MLM transform norm,
+GPT-2's ln_f) is tagged IN. The tied decoder reuses the token embedding, whose D axis is expanded as an OUT
+axis (copied, not divided), so the division that the consuming side of a linear map needs (Net2Net's
+1/count, LiGO's pseudo-inverse) has nowhere to go but into that norm: tagging it IN puts it there for every
+width operator, with no special case in any method.
 """
 from __future__ import annotations
 
@@ -59,13 +65,15 @@ class Canonical:
     head_axes: dict[str, tuple]
     class_blocks: list[dict[str, torch.Tensor]] = field(default_factory=list)
     # Head key of the norm whose output feeds a *tied* output layer (BERT's MLM transform norm, GPT-2's
-    # ln_f); a method that copies residual units must rescale it (Net2Net, DESIGN §4). None when untied.
+    # ln_f); `axes` tags its parameters IN (module docstring). None when untied.
     tied_head_norm: str | None = None
 
     def axes(self, section: str, key: str) -> tuple:
         if section == "embed":
             return self.embed_axes[key]
         if section == "head":
+            if self.tied_head_norm is not None and key.rpartition(".")[0] == self.tied_head_norm:
+                return (("D", IN),)        # see the module docstring: the tied decoder's consuming side
             return self.head_axes[key]
         return BLOCK_AXES[key]
 
@@ -97,7 +105,7 @@ class Canonical:
 
 def contract(t: torch.Tensor, axis: int, matrix: torch.Tensor) -> torch.Tensor:
     """Replace axis `axis` of t (size n1) by matrix @ that axis (matrix: [n2, n1]). Differentiable."""
-    return torch.movedim(torch.tensordot(matrix.to(t.dtype), t, dims=([1], [axis])), 0, axis)
+    return torch.movedim(torch.tensordot(matrix.to(device=t.device, dtype=t.dtype), t, dims=([1], [axis])), 0, axis)
 
 
 # A width operator: (space, role, section, layer) -> [n_large, n_small] matrix. `layer` is None for the

@@ -158,6 +158,8 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
     small_model = small_info = None
     if method.needs_small and (checkpoint is None or method.trains_with_small):
         small_model, small_info = resolve_small(task, seed, small, device, log, progress)
+        # the small model lives on the run's device: LiGO's fit, every growth and KI's teacher run there
+        small_model = small_model.to(device)
     config["small"] = small_info
     if resuming and checkpoint is None:
         resuming = False               # nothing to continue from: start over in the same directory
@@ -177,7 +179,7 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
                 lambda i: data.train_batch(i, task.recipe.batch_size, seed + 1_000_003), task.recipe.grad_accum)
             before = ledger.as_dict()
             started = time.perf_counter()      # the fit and the growth are part of a method's wall time
-            method.fit(small_model, task, fit_batches, ledger)
+            method.fit(small_model, task, fit_batches, ledger, progress=progress and distributed.is_main())
             distributed.sum_over_ranks(ledger, before)
             torch.manual_seed(seed)
             large = method.grow(small_model, task)

@@ -244,8 +244,8 @@ class StagedTraining(GrowthMethod):
     def grow(self, small, task):
         return self.inner.grow(small, task)
 
-    def fit(self, small, task, batches, ledger):
-        return self.inner.fit(small, task, batches, ledger)
+    def fit(self, small, task, batches, ledger, *, progress=False):
+        return self.inner.fit(small, task, batches, ledger, progress=progress)
 
     def extra_loss(self, model, batch, task_loss, step, total_steps, ledger):
         return self.inner.extra_loss(model, batch, task_loss, step, total_steps, ledger)

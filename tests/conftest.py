@@ -22,3 +22,20 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def trained():
+    """`trained(spec)`: a small model of `spec` that has learned (tests/helpers.train_small), trained once per spec
+    and session and handed out as a fresh copy. Claims such as "function preserving" or "is Net2Net at fit 0"
+    are tested on these: on random init they cannot fail."""
+    import copy
+
+    from helpers import train_small
+    cache = {}
+
+    def get(spec):
+        if spec not in cache:
+            cache[spec] = train_small(spec)
+        return copy.deepcopy(cache[spec])
+    return get
