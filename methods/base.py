@@ -69,6 +69,15 @@ class GrowthMethod(ABC):
         """The loss actually minimised; distillation mixes in a teacher here and charges its FLOPs."""
         return task_loss
 
+    def training_signature(self) -> dict | None:
+        """What, beside its stages, makes this method's training differ from plain training of the model it grew:
+        None for plain training; a method with its own `extra_loss` (distillation) is identified by its name and
+        config. Two runs with the same initial weights, stage plan and signature are one computation
+        (runs/computation.py), which the tables merge rather than print as rivals."""
+        if type(self).extra_loss is GrowthMethod.extra_loss:
+            return None
+        return {"method": self.name, "config": dataclasses.asdict(self.config)}
+
     # -- records and resumption ----------------------------------------------------------------------------
     def resume_model(self, small: nn.Module | None, task, stage: Stage) -> nn.Module:
         """The module a checkpoint written during `stage` is loaded into when a run resumes (the trainer then

@@ -7,7 +7,7 @@ The large model starts from random init and minimises
     (1 - a_t) * task loss + a_t * T^2 * KL(softmax(teacher / T) || softmax(student / T))
 
 with the KL averaged over the positions the task scores: the masked tokens (MLM), every token (CLM), the class
-logits (images). a_t falls linearly from 1 to 0 over `decay_fraction` of training (KI: 55K of 125K steps) and
+logits (images): the student's and the teacher's logits where the loss computes them (`Family.head_logits`). a_t falls linearly from 1 to 0 over `decay_fraction` of training (KI: 55K of 125K steps) and
 stays 0 afterwards, where the teacher no longer runs and the loss is exactly the task loss. The temperature
 defaults to 1 (assumed). The teacher is the pretrained small model, in eval mode and without gradients; its
 forward FLOPs are charged to the ledger's `teacher` phase.
@@ -88,12 +88,11 @@ class KI(GrowthMethod):
         if next(self.teacher.parameters()).device != student.device:
             self.teacher.to(student.device)
         with torch.no_grad():
-            teacher = self.family.logits(self.teacher, batch)
-        b, t = batch["input_ids"].shape if "input_ids" in batch else (batch["labels"].shape[0], 0)
-        ledger.add("teacher", self.family.forward_flops(self.teacher_spec, b, t).total)
-        scored = self.family.scored(batch)
-        if scored is not None:
-            student, teacher = student[scored], teacher[scored]
+            teacher = self.family.head_logits(self.teacher, batch)     # the positions the student's loss decoded
+        ledger.add("teacher", self.family.batch_flops(self.teacher_spec, batch).total)
+        if student.shape != teacher.shape:
+            raise RuntimeError(f"ki: student logits {tuple(student.shape)} and teacher logits {tuple(teacher.shape)} "
+                               "cover different positions")
         student, teacher = student.reshape(-1, student.shape[-1]), teacher.reshape(-1, teacher.shape[-1])
         T = self.config.temperature
         kd = F.kl_div(F.log_softmax(student.float() / T, -1), F.log_softmax(teacher.float() / T, -1),

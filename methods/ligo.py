@@ -71,13 +71,6 @@ class LigoConfig(Config):
     fit_max_grad_norm: float = 1.0
     fit_warmup_steps: int = 0
 
-def batch_shape(batch: dict) -> tuple[int, int]:
-    """(inputs, tokens per input) of a training batch; images have no sequence (forward_flops ignores it)."""
-    if "input_ids" in batch:
-        return tuple(batch["input_ids"].shape[:2])
-    return batch["pixel_values"].shape[0], 0
-
-
 def materialise_flops(operator: LigoOperator, small: Canonical) -> float:
     """FLOPs of one materialisation, forward and backward into the operator: the matmuls as FlopCounterMode counts
     them, plus the pseudo-inverse's solves, which it does not count (LigoOperator.solve_flops). The backward is
@@ -113,9 +106,18 @@ def average_over_ranks(named_params, loss: float) -> float:
     for g in grads:
         g.copy_(flat[offset:offset + g.numel()].view_as(g))
         offset += g.numel()
-    total = torch.tensor([loss], dtype=torch.float64)
+    total = torch.tensor([loss], dtype=torch.float64, device=flat.device)     # NCCL reduces device tensors only
     dist.all_reduce(total)
     return total.item() / world
+
+
+def sum_over_ranks(value: float, device) -> float:
+    """`value` summed over the ranks (itself without a process group)."""
+    if rank_and_world()[1] == 1:
+        return value
+    total = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(total)
+    return total.item()
 
 
 class FitSession:
@@ -139,7 +141,6 @@ class FitSession:
         self.schedule = get_linear_schedule_with_warmup(self.optimizer, c.fit_warmup_steps, c.fit_steps)
         self.max_grad_norm = c.fit_max_grad_norm
         method.materialise_flops = self.materialise_flops = materialise_flops(self.op, self.canon)
-        self._model_flops: dict[tuple, float] = {}
         self.steps = 0
         # dropout: a function of (this draw, global micro-batch index), whichever rank runs the micro-batch
         self.dropout_seed = int(torch.randint(2**31, ()).item())
@@ -170,13 +171,11 @@ class FitSession:
         return loss
 
     def flops(self, batch: dict) -> float:
-        """One step: the large model's forward + backward (its weights get gradients, which flow on into the
-        operator, so every layer counts as trainable) plus the materialisation's own forward + backward."""
-        shape = batch_shape(batch)
-        if shape not in self._model_flops:
-            fwd = self.family.forward_flops(self.task.large, *shape)
-            self._model_flops[shape] = fwd.total + backward_flops(fwd)
-        return self._model_flops[shape] + self.materialise_flops
+        """One micro-batch (give it on the CPU): the large model's forward + backward (its weights get gradients,
+        which flow on into the operator, so every layer counts as trainable) plus the materialisation's own
+        forward + backward."""
+        fwd = self.family.batch_flops(self.task.large, batch)
+        return fwd.total + backward_flops(fwd) + self.materialise_flops
 
 
 @register_method("ligo")
@@ -220,6 +219,7 @@ class Ligo(GrowthMethod):
         accum = getattr(getattr(task, "recipe", None), "grad_accum", 1)   # the training's global batch
         bar = tqdm(range(self.config.fit_steps), desc="ligo operator fit", disable=not progress,
                    dynamic_ncols=True, mininterval=1.0)
+        mine = 0.0
         for step in bar:
             try:
                 micro = [next(batches) for _ in range(accum)]
@@ -229,7 +229,9 @@ class Ligo(GrowthMethod):
             bar.set_postfix(loss=f"{self.fit_loss[-1]:.3f}", refresh=False)
             flops = sum(session.flops(b) for b in micro)      # this rank's; the caller sums the ledger over ranks
             ledger.add("fit", flops)
-            self.flops_per_step = flops * rank_and_world()[1]
+            mine += flops
+        # for the record: the mean cost of one (global) fit step; a masked LM's head cost varies from batch to batch
+        self.flops_per_step = sum_over_ranks(mine, session.device) / self.config.fit_steps
 
     # -- grow --------------------------------------------------------------------------------------------------
     def grow(self, small, task):

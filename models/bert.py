@@ -3,9 +3,18 @@
 Canonical mapping: post-LN blocks (norm1 after attention, norm2 after the FFN), an embedding LayerNorm,
 and the MLM head (transform dense + LayerNorm + decoder, decoder tied to the token embedding unless the
 spec unties it, as the official LiGO configs do).
+
+The pretraining loss runs the MLM head on the masked positions only, as efficient BERT pretraining does (the
+head is a quarter of BERT-Base's forward at vocab 30522, more than half of a mini model's): a forward pre-hook
+on the head, which every model this family builds or loads carries, gathers those positions while
+`compute_loss` says so (a context variable), and the labels go in gathered to match. Any other forward (the
+exported model, `logits`, fine-tuning) decodes every position. The FLOPs formula counts what runs
+(`head_tokens`); the loss is the same mean over masked positions as the dense head's.
 """
 from __future__ import annotations
 
+import contextvars
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -25,8 +34,30 @@ BLOCK_NAMES = {  # canonical block key -> parameter name inside encoder.layer.{l
 }
 
 
+# set by `scoring_only` around a loss forward: the boolean mask of positions the MLM head must decode
+_SCORED: contextvars.ContextVar = contextvars.ContextVar("growbench_mlm_scored", default=None)
+
+
+@contextmanager
+def scoring_only(mask: torch.Tensor):
+    token = _SCORED.set(mask)
+    try:
+        yield
+    finally:
+        _SCORED.reset(token)
+
+
+def _gather_scored(module, args):
+    """Forward pre-hook on the MLM head: inside `scoring_only`, hand it the scored positions' hidden states only."""
+    mask = _SCORED.get()
+    if mask is None:
+        return None
+    return (args[0][mask],) + tuple(args[1:])
+
+
 class _MaskedLM(Family):
     objective = "mlm"
+    head_attr: str       # the MLM head module: "cls" / "lm_head"
     prefix: str          # "bert" / "roberta"
     head_names: dict     # canonical head key -> parameter name
     config_cls: type
@@ -50,7 +81,11 @@ class _MaskedLM(Family):
         return {}
 
     def build(self, spec: ModelSpec) -> nn.Module:
-        return self.model_cls(self.config(spec))
+        return self._with_sparse_head(self.model_cls(self.config(spec)))
+
+    def _with_sparse_head(self, model):
+        getattr(model, self.head_attr).register_forward_pre_hook(_gather_scored)
+        return model
 
     def owns(self, model) -> bool:
         return type(model) is self.model_cls
@@ -116,27 +151,37 @@ class _MaskedLM(Family):
         return model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
 
     def compute_loss(self, call, batch):
-        return call(**batch).loss
+        scored = batch["labels"] != -100
+        with scoring_only(scored):     # the head decodes the masked positions; the labels come gathered to match
+            return call(**{**batch, "labels": batch["labels"][scored]}).loss
 
     def scored(self, batch):
         return batch["labels"] != -100
 
-    def forward_flops(self, spec: ModelSpec, batch: int, seq: int) -> ForwardFlops:
+    def head_tokens(self, batch):
+        return int((batch["labels"] != -100).sum())
+
+    def head_logits(self, model, batch):
+        with scoring_only(self.scored(batch)):
+            return self.logits(model, batch)
+
+    def forward_flops(self, spec: ModelSpec, batch: int, seq: int, head_tokens: int | None = None) -> ForwardFlops:
         tokens = batch * seq
-        # the MLM head transforms and decodes every position, not only the masked ones
-        head = 2 * tokens * spec.hidden * spec.hidden + 2 * tokens * spec.hidden * spec.vocab
+        # the MLM head transforms and decodes the positions the loss scores (every one unless told)
+        head_rows = tokens if head_tokens is None else head_tokens
+        head = 2 * head_rows * spec.hidden * spec.hidden + 2 * head_rows * spec.hidden * spec.vocab
         return ForwardFlops(0.0, [transformer_block(batch, seq, spec.hidden, spec.ffn)] * spec.layers, float(head))
 
     def export(self, model, directory: Path) -> None:
         model.save_pretrained(directory)
 
     def load(self, directory: Path):
-        return self.model_cls.from_pretrained(directory)
+        return self._with_sparse_head(self.model_cls.from_pretrained(directory))
 
 
 @register_family
 class Bert(_MaskedLM):
-    name, prefix = "bert", "bert"
+    name, prefix, head_attr = "bert", "bert", "cls"
     config_cls, model_cls = hf.BertConfig, hf.BertForMaskedLM
     head_names = {"transform.weight": "cls.predictions.transform.dense.weight",
                   "transform.bias": "cls.predictions.transform.dense.bias",
@@ -147,7 +192,7 @@ class Bert(_MaskedLM):
 
 @register_family
 class Roberta(_MaskedLM):
-    name, prefix = "roberta", "roberta"
+    name, prefix, head_attr = "roberta", "roberta", "lm_head"
     config_cls, model_cls = hf.RobertaConfig, hf.RobertaForMaskedLM
     position_offset = 2       # positions start after padding_idx (= 1)
     layer_norm_eps = 1e-5

@@ -132,7 +132,7 @@ class CaitFamily(TimmImageFamily):
         return state
 
     # -- training ----------------------------------------------------------------------------------------------
-    def forward_flops(self, spec: ModelSpec, batch: int, seq: int = 0) -> ForwardFlops:
+    def forward_flops(self, spec: ModelSpec, batch: int, seq: int = 0, head_tokens: int | None = None) -> ForwardFlops:
         n = (spec.image_size // spec.patch_size) ** 2      # patch tokens; `seq` is ignored for images
         d, h = spec.hidden, spec.heads
         embed = 2 * batch * n * d * spec.in_chans * spec.patch_size ** 2

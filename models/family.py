@@ -101,8 +101,27 @@ class Family(ABC):
         """The objective given `call`, the model's forward (the module itself or a functional stand-in)."""
 
     def scored(self, batch: dict) -> torch.Tensor | None:
-        """Boolean mask of the positions the objective scores (None: all); used by distillation."""
+        """Boolean mask of the positions the objective scores (None: all); token dropping never sets them aside."""
         return None
+
+    def head_tokens(self, batch: dict) -> int | None:
+        """How many positions the output head runs on in `compute_loss` (None: every position, as the family's
+        FLOPs formula assumes). A masked LM scores, and so decodes, only its masked positions."""
+        return None
+
+    def head_logits(self, model: nn.Module, batch: dict) -> torch.Tensor:
+        """The logits `compute_loss` scores, computed the way it computes them (a masked LM: [masked positions,
+        vocab]); distillation compares a teacher's with the student's on exactly these."""
+        return self.logits(model, batch)
+
+    def batch_flops(self, spec: ModelSpec, batch: dict) -> ForwardFlops:
+        """Forward FLOPs of the training loss on `batch`: its shape, and the positions the head runs on. Give a
+        batch on the CPU where one is at hand: counting a masked LM's positions on a GPU costs a host sync."""
+        if "input_ids" in batch:
+            b, t = batch["input_ids"].shape[:2]
+        else:
+            b, t = batch["labels"].shape[0], 0
+        return self.forward_flops(spec, int(b), int(t), head_tokens=self.head_tokens(batch))
 
     def blocks(self, model: nn.Module) -> nn.ModuleList:
         obj = model
@@ -111,9 +130,10 @@ class Family(ABC):
         return obj
 
     @abstractmethod
-    def forward_flops(self, spec: ModelSpec, batch: int, seq: int) -> ForwardFlops:
+    def forward_flops(self, spec: ModelSpec, batch: int, seq: int, head_tokens: int | None = None) -> ForwardFlops:
         """Analytic matmul FLOPs of one forward pass over `batch` inputs of `seq` tokens (text) or of the
-        image size of the spec (vision; `seq` ignored)."""
+        image size of the spec (vision; `seq` ignored). `head_tokens`: positions the output head runs on, where
+        the family's loss decodes only some (`head_tokens(batch)`); None: the family's default."""
 
     # -- export ----------------------------------------------------------------------------------------
     @abstractmethod

@@ -105,7 +105,7 @@ class GPT2(Family):
         # transformers shifts the labels itself: position t predicts token t+1
         return call(**batch).loss
 
-    def forward_flops(self, spec: ModelSpec, batch: int, seq: int) -> ForwardFlops:
+    def forward_flops(self, spec: ModelSpec, batch: int, seq: int, head_tokens: int | None = None) -> ForwardFlops:
         # the causal mask does not save matmul work (scores are computed in full, then masked), and the
         # LM head projects every position onto the vocabulary
         head = 2 * batch * seq * spec.hidden * spec.vocab

@@ -95,7 +95,7 @@ class ViT(TimmImageFamily):
         return state
 
     # -- training ----------------------------------------------------------------------------------------
-    def forward_flops(self, spec: ModelSpec, batch: int, seq: int = 0) -> ForwardFlops:
+    def forward_flops(self, spec: ModelSpec, batch: int, seq: int = 0, head_tokens: int | None = None) -> ForwardFlops:
         # `seq` is ignored: the token count follows from the image (N patches + the class token)
         patches = (spec.image_size // spec.patch_size) ** 2
         embed = 2 * batch * patches * spec.hidden * spec.in_chans * spec.patch_size ** 2

@@ -21,6 +21,7 @@ from methods.base import GrowthMethod
 from models import get_family
 from models.family import exported_family
 from runs import distributed
+from runs.computation import fingerprint
 from runs.ledger import FlopsLedger
 from runs.record import CONFIG, SUMMARY, RunExistsError, RunWriter, read_metrics, write_json_atomic
 from runs.strategies import Strategies, apply_strategies
@@ -98,6 +99,19 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
                    "source": "cache"}
 
 
+def reference(data, task) -> dict:
+    """What the run's eval numbers are to be read against: for text, the unigram cross-entropy of the eval tokens
+    under the task's tokenizer (a model that learned word frequencies and nothing else; analysis draws it on
+    every text curve and checks the regime against it), and the size of the evaluation set."""
+    batches = data.eval_batches(task.recipe.batch_size, task.recipe.eval_batches)
+    ref = {"eval_items": int(sum(b["labels"].shape[0] for b in batches))}
+    if hasattr(data, "unigram_cross_entropy"):
+        ref["unigram_ce"] = data.unigram_cross_entropy(batches)
+        ref["eval_targets"] = int(sum((b["labels"] != -100).sum() if data.objective == "mlm"
+                                      else b["labels"][:, 1:].numel() for b in batches))
+    return ref
+
+
 def check_resumable(out: Path, config: dict) -> None:
     old = json.loads((out / CONFIG).read_text())
     for key in ("task", "method"):
@@ -155,6 +169,7 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
     checkpoint = load_checkpoint(out / CHECKPOINT) if resuming and (out / CHECKPOINT).exists() else None
     with distributed.main_first():     # rank 0 trains and caches the tokenizer, the others then read it
         data = task.pretrain_data()    # loads (and on first use trains the tokenizer) before anything is written
+    config["reference"] = reference(data, task)
     small_model = small_info = None
     if method.needs_small and (checkpoint is None or method.trains_with_small):
         small_model, small_info = resolve_small(task, seed, small, device, log, progress)
@@ -185,7 +200,9 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             large = method.grow(small_model, task)
             start_wall = time.perf_counter() - started
             row = {"step": 0, "units": 0, "wall": round(start_wall, 4), "stage": "init", "flops": ledger.total,
-                   **{f"flops_{k}": v for k, v in ledger.as_dict().items()}}
+                   **{f"flops_{k}": v for k, v in ledger.as_dict().items()},
+                   # which other runs are this same computation (runs/computation.py; analysis merges them)
+                   "computation": fingerprint(large, method, task, seed, strategies)}
             row.update(evaluate(large.to(device), family, data.eval_batches(task.recipe.batch_size,
                                                                             task.recipe.eval_batches),
                                 device, task.recipe.bf16))

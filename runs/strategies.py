@@ -253,6 +253,9 @@ class StagedTraining(GrowthMethod):
     def describe(self):
         return self.inner.describe()
 
+    def training_signature(self):
+        return self.inner.training_signature()
+
     def artifacts(self):
         return {**self.inner.artifacts(), **({"staged.json": self.report} if self.report else {})}
 

@@ -140,21 +140,25 @@ def load_checkpoint(path):
 
 
 def micro_step(model, family, method: GrowthMethod, runner: BlockRunner, batch: dict, stage: Stage, step: int,
-               total: int, index: int, ledger: FlopsLedger, recipe, call=None) -> float:
+               total: int, index: int, ledger: FlopsLedger, recipe, call=None, head_tokens: int | None = None):
     """Forward and backward of micro-batch `index`; charges the FLOPs of what ran: the blocks the strategies
-    kept, on the tokens they kept, frozen blocks forward only. Returns the loss. `call`: what the forward goes
-    through (DDP / FSDP / torch.compile around `model`; runs/distributed.wrap), default `model` itself."""
+    kept, on the tokens they kept, frozen blocks forward only, the head on the positions the loss decodes
+    (`head_tokens`, counted on the CPU copy of the batch). Returns the loss as a tensor (no host sync here).
+    `call`: what the forward goes through (DDP / FSDP / torch.compile around `model`; runs/distributed.wrap),
+    default `model` itself."""
     with runner.forward(model, batch, stage, step, total, index) as ran:
         with torch.autocast(batch_device(batch).type, dtype=torch.bfloat16, enabled=recipe.bf16):
             loss = family.loss(model if call is None else call, batch)
             loss = method.extra_loss(model, batch, loss, step, total, ledger)
     (loss / recipe.grad_accum).backward()
     b, t = batch_dims(batch)
-    fwd, trainable = ran_forward(family.forward_flops(model_spec(model, family), b, t), ran.tokens,
+    if head_tokens is None:                  # not counted by the caller: count here (a host sync on a GPU)
+        head_tokens = family.head_tokens(batch)
+    fwd, trainable = ran_forward(family.forward_flops(model_spec(model, family), b, t, head_tokens), ran.tokens,
                                  stage.trainable_blocks)
     ledger.add("forward", fwd.total)
     ledger.add("backward", backward_flops(fwd, trainable))
-    return loss.item()
+    return loss.detach()
 
 
 def batch_device(batch: dict) -> torch.device:
@@ -250,11 +254,14 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
             for micro in range(recipe.grad_accum):
                 index = distributed.micro_index(state.step, micro, recipe.grad_accum)
                 seed_dropout(derive_seed(seed, index, 3), device)
-                batch = to_device(data.train_batch(index, recipe.batch_size, seed), device)
+                cpu_batch = data.train_batch(index, recipe.batch_size, seed)
+                head_tokens = family.head_tokens(cpu_batch)
+                batch = to_device(cpu_batch, device)
                 with distributed.accumulating(call, last=micro == recipe.grad_accum - 1):
                     step_loss += micro_step(model, family, method, runner, batch, stage, state.step, total, index,
-                                            ledger, recipe, call) / recipe.grad_accum
-                units += data.units(batch)
+                                            ledger, recipe, call, head_tokens) / recipe.grad_accum
+                units += data.units(cpu_batch)
+        step_loss = float(step_loss)           # the step's one host sync (the NaN check and the log need it)
         # global numbers: the mean loss and the units and FLOPs of every rank's micro-batches (no-op with one)
         step_loss, units = distributed.sum_over_ranks(ledger, before, step_loss, units)
         step_loss /= distributed.world_size()

@@ -190,3 +190,25 @@ def test_bad_pairs_raise(name):
     if name in ("net2net", "bert2bert"):
         with pytest.raises(ValueError, match=r"head_dim fixed \(32 -> 64\)"):
             get_method(name).grow(small, task(s, s.with_(hidden=128)))
+
+
+# -- direct copy (Wei et al. 2016; LiGO Figure 6(b)) ---------------------------------------------------------
+@pytest.mark.parametrize("name", ["bert-tied", "gpt2-tied", "vit", "cait"])
+def test_direct_copy_puts_small_weights_in_the_leading_block_and_keeps_the_fresh_init_elsewhere(name):
+    small_spec = SMALL[name]
+    large_spec = small_spec.with_(layers=4, hidden=96, heads=3, ffn=384)
+    small = pretrained_like(small_spec)
+    torch.manual_seed(11)
+    grown = to_canonical(get_method("direct_copy").grow(small, task(small_spec, large_spec)))
+    torch.manual_seed(11)
+    fresh = to_canonical(build_model(large_spec.with_(layers=small_spec.layers)))
+    canon = to_canonical(small)
+    for section, layer, key, t in grown.items():
+        src = layer % small_spec.layers if section == "blocks" else layer      # depth by stacking
+        s = (getattr(canon, section)[src] if src is not None else getattr(canon, section))[key]
+        f = (getattr(fresh, section)[src] if src is not None else getattr(fresh, section))[key]
+        lead = tuple(slice(0, n) for n in s.shape)
+        assert torch.equal(t[lead], s), (section, layer, key)
+        rest = torch.ones_like(t, dtype=torch.bool)
+        rest[lead] = False
+        assert torch.equal(t[rest], f[rest]), (section, layer, key)

@@ -282,6 +282,21 @@ class TextData(PretrainData):
             rows = torch.cat([col(self.tokenizer.cls_token_id), rows, col(self.tokenizer.sep_token_id)], dim=1)
         return rows
 
+    def unigram_cross_entropy(self, batches: list[dict[str, torch.Tensor]]) -> float:
+        """Cross-entropy (nats) of the tokens `batches` score under the training split's unigram distribution
+        (add-one smoothed): what a model that learned word frequencies and nothing else scores. MLM scores the
+        masked positions, which are never special tokens, so specials get no unigram mass; CLM scores every
+        next token, separators included. The reference line a model that learns must fall well below."""
+        counts = np.bincount(np.asarray(self.ids["train"]), minlength=self.vocab_size).astype(np.float64)[:self.vocab_size]
+        if self.objective == "mlm":
+            counts[self.tokenizer.all_special_ids] = 0.0
+        logp = torch.from_numpy(np.log((counts + 1.0) / (counts + 1.0).sum()))
+        targets = []
+        for batch in batches:
+            labels = batch["labels"]
+            targets.append(labels[labels != -100] if self.objective == "mlm" else labels[:, 1:].reshape(-1))
+        return float(-logp[torch.cat(targets).long()].mean())
+
     def make_batch(self, split: str, indices: np.ndarray, rng_seed: int) -> dict[str, torch.Tensor]:
         ids = self.blocks(split, indices)
         if self.objective == "clm":

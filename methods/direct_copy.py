@@ -1,0 +1,59 @@
+"""Direct copy (Wei et al. 2016, "Network Morphism"; the DirectCopy baseline of bert2BERT, Chen et al. 2021, and of
+the LiGO paper's Figure 6(b)): the small model's weights fill the leading block of every large tensor (the first n1
+units of every space; attention keeps head_dim, so the first H1 heads are the small model's heads) and everything
+else keeps the large model's random initialisation. Depth, where the pair grows it, by stacking (l mod L1), as
+Net2Net composes.
+
+Not function-preserving: the new units start random and feed the old ones (the copied weights are not divided
+by anything, so the new columns add to the old units' inputs). It is what "reusing the small model without a
+width rule" means, the width baseline below FPI and AKI. It also serves the depth-only methods as a width operator
+(`--set width=direct_copy`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from methods.base import Config, GrowthMethod
+from methods.depth import small_canonical, stack_sources
+from methods.registry import register_method
+from methods.width import check_head_dim
+from models import build_model, from_canonical, to_canonical
+from models.canonical import Canonical, copy_depth
+from models.spec import ModelSpec
+
+
+@dataclass
+class DirectCopyConfig(Config):
+    """No options: the rest of the large model is its family's random initialisation (seeded by the run)."""
+
+
+def _tensor(canon: Canonical, section: str, layer: int | None, key: str) -> torch.Tensor:
+    return getattr(canon, section)[layer][key] if layer is not None else getattr(canon, section)[key]
+
+
+@register_method("direct_copy")
+class DirectCopy(GrowthMethod):
+    Config = DirectCopyConfig
+    preserves_function = False
+
+    def grow_width(self, canon: Canonical, large: ModelSpec) -> Canonical:
+        """Width growth of canonical weights, layers kept: a freshly initialised model of the large width (the
+        global RNG, which the run seeds) with the small tensors written into its leading blocks."""
+        check_head_dim(canon.spec, large)
+        fresh = to_canonical(build_model(large.with_(layers=canon.spec.layers)))
+
+        def place(section, layer, key, t):
+            small = _tensor(canon, section, layer, key)
+            out = t.to(device=small.device, dtype=small.dtype).clone()
+            out[tuple(slice(0, n) for n in small.shape)] = small
+            return out
+        return fresh.map(place)
+
+    def grow(self, small, task):
+        canon = self.grow_width(small_canonical(small, task), task.large)
+        return from_canonical(copy_depth(canon, stack_sources(task.small.layers, task.large.layers)))
+
+    def describe(self):
+        return {**super().describe(), "composition": {"depth": "stack: l mod L1", "width": self.name}}

@@ -1,0 +1,62 @@
+"""Which runs are the same computation (DESIGN.md §6: two methods that are the same computation on a pair are
+marked or merged in a table, never printed as rivals).
+
+On some pairs two methods reduce to one another: StackBERT composes Net2Net's width with stacking, which is
+Net2Net; on a width-only pair (DeiT, CaiT) stacking, interpolation and MSLT do nothing in depth and all become
+their width operator. A run's numbers are decided by its initial weights, what its training does with them
+(the stage plan: steps, trainable and active blocks per stage; an extra loss such as distillation), the task
+(models, data, recipe), the training strategies and the seed. `fingerprint` hashes exactly that; run_experiment
+logs it in the step-0 row of metrics.jsonl as "computation", and analysis merges the labels whose runs share it
+seed for seed. The sweep runner (bench/sweeps.py) uses `initial_fingerprint` to find such a twin before training
+and records the run as the twin's instead of computing it again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import torch
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """sha1 over every tensor of the state dict: name, dtype, shape and bytes (bit-exact equality)."""
+    h = hashlib.sha1()
+    for name, t in sorted(model.state_dict().items()):
+        t = t.detach().to("cpu").contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def training_plan(method, task) -> list:
+    """The stages as training sees them (names and the optimizer-reset flag are for the record only: the trainer
+    builds a fresh optimizer at every stage boundary whatever they say)."""
+    blocks = lambda s: None if s is None else sorted(s)  # noqa: E731
+    return [[st.steps, blocks(st.trainable_blocks), blocks(st.active_blocks)]
+            for st in method.stages(task, task.recipe.steps)]
+
+
+def fingerprint(model, method, task, seed: int, strategies=None) -> str:
+    """The identity of a run's computation, given its initial (grown) model."""
+    record = {"init": weights_digest(model), "plan": training_plan(method, task),
+              "training": method.training_signature(), "task": task.to_dict(), "seed": seed,
+              "strategies": strategies.record() if strategies is not None else None}
+    return hashlib.sha1(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def initial_fingerprint(task, method, seed: int, small_model, strategies=None) -> str:
+    """The fingerprint a run of `method` would log, computed the way run_experiment grows (the global RNG seeded
+    with the run's seed just before `grow`). Only for methods without a fit: a fit is the computation itself."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        large = method.grow(small_model, task)
+    return fingerprint(large, method, task, seed, strategies)
+
+
+def logged_fingerprint(metrics: list[dict]) -> str | None:
+    """The fingerprint a record logged (its step-0 row), None for records made before it was logged."""
+    first = min(metrics, key=lambda r: r.get("step", 0), default={})
+    return first.get("computation") if first.get("step") == 0 else None
+
+
+__all__ = ["fingerprint", "initial_fingerprint", "logged_fingerprint", "training_plan", "weights_digest"]
