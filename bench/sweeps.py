@@ -11,6 +11,11 @@ ones from their checkpoint, so an interrupted sweep is continued by running the 
 runs of each seed the runner copies the small model's pretraining record (config, metrics, summary; no
 weights) as small-s<seed>/, so the figures' dotted line and Table 5's first row travel with committed records.
 An entry whose method or option does not exist yet is reported as unavailable and the rest still run.
+
+A run that would be the same computation as one already complete beside it (runs/computation.py: StackBERT is
+Net2Net on a pair that grows in width and depth; stacking, interpolation and MSLT are their width operator on a
+width-only pair) is not computed again: its directory gets the twin's record, with its own method in config.json
+and `same_computation_as` naming the twin, and analysis prints the two as one row.
 """
 from __future__ import annotations
 
@@ -85,8 +90,8 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
     Sweep("orthogonal", "Figure 5", lambda scale: ORTHOGONAL),
     Sweep("depth_only", "Figure 6(a)",
           lambda scale: methods("bert_depth_only", ("scratch", "stackbert", "interpolation", "mslt", "ligo"))),
-    Sweep("width_only", "Figure 6(b) (direct copy is not implemented; FPI = net2net, AKI = bert2bert)",
-          lambda scale: methods("bert_width_only", ("scratch", "net2net", "bert2bert", "ligo"))),
+    Sweep("width_only", "Figure 6(b): direct copy, FPI (= net2net), AKI (= bert2bert), LiGO",
+          lambda scale: methods("bert_width_only", ("scratch", "direct_copy", "net2net", "bert2bert", "ligo"))),
     Sweep("small_briefly", "Figure 7 (App. C.1): small model pretrained 50K of 220K steps",
           lambda scale: methods("bert_small_base", ("scratch", "ligo"))
           + [Entry("bert_small_base", "ligo", "ligo-smallshort", small_steps_frac=50 / 220)]),
@@ -190,6 +195,44 @@ def copy_small_record(run: Path, entry: Entry, seed: int) -> None:
             shutil.copy2(src / name, dst / name)
 
 
+def find_twin(task, method, strategies, path: Path, seed: int, device: str, log) -> Path | None:
+    """A complete run beside `path` (same task directory and seed) that is the computation `method` would run, or
+    None. Only for methods that grow without a fit (a fit is itself the computation, and costs to find out)."""
+    from methods.base import GrowthMethod
+    from runs.computation import initial_fingerprint, logged_fingerprint
+    from runs.experiment import resolve_small
+    from runs.record import load_run
+    if not method.needs_small or type(method).fit is not GrowthMethod.fit or not path.parent.is_dir():
+        return None
+    siblings = [d for d in sorted(path.parent.glob(f"*-s{seed}")) if d != path and (d / "summary.json").exists()]
+    logged = {}
+    for d in siblings:
+        run = load_run(d)
+        # a twin's twin points at the run that computed it: name that one
+        if not run.task.endswith(":small") and run.config.get("seed") == seed and "same_computation_as" not in run.config:
+            logged[d] = logged_fingerprint(run.metrics)
+    if not any(logged.values()):
+        return None
+    import torch
+    small, _ = resolve_small(task, seed, None, torch.device(device), log, False)
+    mine = initial_fingerprint(task, method, seed, small.to(device), strategies)
+    return next((d for d, fp in logged.items() if fp == mine), None)
+
+
+def record_as_twin(path: Path, twin: Path, method) -> None:
+    """Give `path` the record of `twin`, the same computation, under `method`'s own name and config."""
+    import json
+    from runs.record import CONFIG, write_json_atomic
+    path.mkdir(parents=True, exist_ok=True)
+    for f in twin.iterdir():
+        if f.is_file() and f.name != CONFIG and f.suffix in (".json", ".jsonl"):
+            shutil.copy2(f, path / f.name)
+    config = json.loads((twin / CONFIG).read_text())
+    config["method"] = json.loads(json.dumps(method.describe(), default=str))
+    config["same_computation_as"] = twin.name
+    write_json_atomic(path / CONFIG, config)
+
+
 def evaluate(run: Path, suites: list[str], device: str, log) -> None:
     """Downstream evaluation (tasks/evals) of a finished run, for the suites eval.json does not hold yet;
     it needs the exported model, so it runs before any pruning."""
@@ -231,7 +274,8 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
         from runs.experiment import OUT_ROOT
         out = OUT_ROOT
     todo = plan(names, scale, seeds, only)
-    outcome: dict[str, list[str]] = {"done": [], "ran": [], "unavailable": [], "failed": [], "planned": []}
+    outcome: dict[str, list[str]] = {"done": [], "ran": [], "same computation": [], "unavailable": [], "failed": [],
+                                     "planned": []}
     for i, (entry, seed) in enumerate(todo, 1):
         path = run_dir(Path(out), entry, scale, seed)
         state, where = status(path), f"[{i}/{len(todo)}] {path}"
@@ -248,6 +292,12 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
                 continue
         step, ok = "training", True
         try:   # one failing run must not stop the rest of the sweep
+            twin = find_twin(task, method, strategies, path, seed, device, log) if state == "new" else None
+            if twin is not None:
+                record_as_twin(path, twin, method)
+                log(f"{where}: the same computation as {twin.name}: its record, not run again")
+                outcome["same computation"].append(f"{path} = {twin.name}")
+                state = "done"
             if state != "done":
                 log(f"{where}: {'resuming' if state == 'resume' else 'running'} ...")
                 t0 = time.perf_counter()

@@ -266,3 +266,19 @@ def test_sweep_labels_match_figures_and_resume_status(tmp_path):
     assert status(d) == "resume"
     (d / "summary.json").write_text("{}")
     assert status(d) == "done"
+
+
+def test_sweep_records_a_twin_instead_of_running_the_same_computation_again(tmp_path):
+    """tiny bert_small_base grows 1 -> 2 layers, where stacking, interpolation and Net2Net's stacking coincide:
+    the first is run, the other two get its record under their own names."""
+    from bench.sweeps import run_sweep
+    from runs.record import load_run
+    logs = []
+    out = run_sweep(["bert"], "tiny", [0], tmp_path, only=["stackbert", "interpolation", "net2net"], log=logs.append)
+    assert len(out["ran"]) == 1 and len(out["same computation"]) == 2 and not out["failed"], logs
+    base = tmp_path / "bert_small_base-tiny"
+    first, twin = load_run(base / "stackbert-s0"), load_run(base / "net2net-s0")
+    assert twin.config["same_computation_as"] == "stackbert-s0" and twin.method == "net2net"
+    assert twin.metrics == first.metrics and twin.summary == first.summary
+    runs, _ = load_runs(tmp_path)
+    assert set(runs_frame(runs)["label"]) >= {"stackbert", "interpolation", "net2net"}
