@@ -25,7 +25,7 @@ from runs.computation import fingerprint
 from runs.ledger import FlopsLedger
 from runs.record import CONFIG, SUMMARY, RunExistsError, RunWriter, read_metrics, write_json_atomic
 from runs.strategies import Strategies, apply_strategies
-from runs.trainer import CHECKPOINT, evaluate, load_checkpoint, train
+from runs.trainer import CHECKPOINT, evaluate, full_model, load_checkpoint, train
 
 OUT_ROOT = Path(os.environ.get("GROWBENCH_OUT", Path(__file__).resolve().parent / "out"))
 FLOPS_CONVENTION = ("analytic matmul FLOPs, 2 per multiply-add; backward = 2x forward for trainable layers, "
@@ -200,6 +200,7 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             large = method.grow(small_model, task)
             start_wall = time.perf_counter() - started
             row = {"step": 0, "units": 0, "wall": round(start_wall, 4), "stage": "init", "flops": ledger.total,
+                   "full_model": full_model(large, family, task),
                    **{f"flops_{k}": v for k, v in ledger.as_dict().items()},
                    # which other runs are this same computation (runs/computation.py; analysis merges them)
                    "computation": fingerprint(large, method, task, seed, strategies)}

@@ -283,7 +283,8 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
         if state.step % recipe.log_every == 0 or is_eval:
             row = {"step": state.step, "units": state.units, "wall": round(state.wall, 4),
                    "lr": scheduler.get_last_lr()[0], "train_loss": float(np.mean(running)),
-                   "stage": stage.name, **{f"flops_{k}": v for k, v in ledger.as_dict().items()},
+                   "stage": stage.name, "full_model": full_model(model, family, task, stage),
+                   **{f"flops_{k}": v for k, v in ledger.as_dict().items()},
                    "flops": ledger.total}
             running = []
             if is_eval:
@@ -297,6 +298,13 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
             last = row
     bar.close()
     return {"model": model, "last": last, "state": state}
+
+
+def full_model(model, family, task, stage: Stage | None = None) -> bool:
+    """Whether an evaluation now measures the large model at its full architecture (every layer of task.large,
+    every block active): savings count only those (paper §4.1), never MSLT's shallower stacking stages or staged
+    training's sub-network."""
+    return model_spec(model, family).layers == task.large.layers and (stage is None or stage.active_blocks is None)
 
 
 def model_spec(model, family):
