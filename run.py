@@ -109,6 +109,18 @@ def split_strategies(settings: list[str]):
     return rest, strategies_from_settings(chosen)
 
 
+def resolve_device(name: str) -> str:
+    """--device: `auto` is cuda when a GPU is there, else cpu; an explicit cuda without one is refused."""
+    import torch
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
+        raise ValueError(f"unknown device '{name}'; known: auto, cpu, cuda, cuda:N")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {name} asked for, but no CUDA device is available; use --device cpu (or auto)")
+    return name
+
+
 def list_everything() -> str:
     from methods import METHODS
     from tasks import PAIRS, SCALES
@@ -128,7 +140,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="run directory (default: runs/out/<task>-<scale>/<method>-s<seed>)")
     p.add_argument("--small", help="pretrained small model directory (HF save_pretrained / timm export)")
-    p.add_argument("--device", default="cpu", help="cpu | cuda")
+    p.add_argument("--device", default="auto", help="auto (cuda when available, else cpu) | cpu | cuda | cuda:N")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe field or a method option, e.g. --set lr=1e-4 --set fit_steps=50")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
@@ -175,10 +187,7 @@ def main(argv=None) -> int:
             if args.steps < 0:
                 raise ValueError(f"--steps must be >= 0 (0: grow and evaluate only), got {args.steps}")
             task = task.with_(recipe=task.recipe.with_(steps=args.steps))
-        if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
-            raise ValueError(f"unknown device '{args.device}'; known: cpu, cuda")
-        if args.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError("--device cuda asked for, but no CUDA device is available; use --device cpu")
+        args.device = resolve_device(args.device)
         if args.resume and args.overwrite:
             raise ValueError("--resume and --overwrite contradict each other; give one")
         method = get_method(args.method, task=task, **method_options)
@@ -238,8 +247,7 @@ def evaluate_main(args) -> int:
     try:
         if args.method or args.task or args.eval:
             raise ValueError("--evaluate RUN_DIR evaluates an existing run: give no --method/--task/--eval")
-        if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
-            raise ValueError(f"unknown device '{args.device}'; known: cpu, cuda")
+        args.device = resolve_device(args.device)
         from tasks.evals import Pretrained, prepare, run_and_report
         pre = Pretrained.from_run(args.evaluate)
         _, settings = split_eval_settings(args.settings, evaluate_only=True)

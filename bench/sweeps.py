@@ -338,7 +338,7 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", help="default: 0 1 (paper scale: 0)")
     p.add_argument("--out", type=Path, help="root of the run directories (default: runs/out)")
     p.add_argument("--methods", nargs="+", help="only these methods")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="auto (cuda when available) | cpu | cuda")
     p.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     p.add_argument("--prune", action="store_true", help="delete checkpoints and weights of complete runs "
                    "(keep the records only, for committing)")
@@ -361,6 +361,8 @@ def main(argv=None) -> int:
     if args.scale in ("mini", "tiny"):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")   # the embedded scales never need the hub
     try:
+        from run import resolve_device   # the one definition of --device (run.py at the repository root)
+        args.device = resolve_device(args.device)
         common = tuple(parse_setting(item) for item in args.settings)
         result = run_sweep(args.names, args.scale, args.seeds, args.out, args.methods, args.dry_run, args.prune,
                            args.device, common, args.eval)

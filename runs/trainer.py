@@ -226,9 +226,10 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
     model.train()
     if resume_from is None and total > 0:
         warm_up(call, model, family, data, recipe, seed, device)
-    # refreshed at most once a second: at 10 a second its terminal writes cost ~1.5% of a tiny run's time
+    # refreshed at most once a second: at 10 a second its terminal writes cost ~1.5% of a tiny run's time; it stays
+    # on screen when done (elapsed time and rate), and shows the time left while it runs
     bar = tqdm(total=total, initial=state.step, disable=not progress or not distributed.is_main(),
-               desc=f"{method.name}:{task.name}", dynamic_ncols=True, leave=False, mininterval=1.0)
+               desc=f"{method.name}:{task.name}", dynamic_ncols=True, leave=True, mininterval=1.0, unit="step")
     last, running = {}, []
     while state.step < total:
         index, current = stage_at(stages, state.step)
