@@ -146,7 +146,9 @@ def main(argv=None) -> int:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--compile", action="store_true", help="torch.compile the training forward")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile the training forward (default: on with a GPU, off on the CPU, where compiling "
+                        "costs more than it saves on short runs)")
     p.add_argument("--fsdp", action="store_true", help="under torchrun: shard weights, gradients and optimizer "
                    "state over the processes (FSDP2) instead of replicating them (DDP, the default)")
     p.add_argument("--list", action="store_true", help="list methods and tasks")
@@ -188,6 +190,8 @@ def main(argv=None) -> int:
                 raise ValueError(f"--steps must be >= 0 (0: grow and evaluate only), got {args.steps}")
             task = task.with_(recipe=task.recipe.with_(steps=args.steps))
         args.device = resolve_device(args.device)
+        if args.compile is None:
+            args.compile = args.device.startswith("cuda")
         if args.resume and args.overwrite:
             raise ValueError("--resume and --overwrite contradict each other; give one")
         method = get_method(args.method, task=task, **method_options)
