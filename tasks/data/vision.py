@@ -150,7 +150,25 @@ def load_imagenet_data(path: str | None = None, image_size: int | None = None) -
                         splits["train"].features["label"].num_classes, image_size)
 
 
+def check_image_path(source: str, path: str | None) -> None:
+    """Refuse, in one line, a local path this image source cannot read (checked before a run starts): the
+    embedded digits take none, the others need a directory."""
+    if path is None:
+        return
+    if source == "digits":
+        raise ValueError(f"data_path {path}: the digits data set is embedded (scikit-learn) and reads no local "
+                         "files; leave data_path out (Fashion-MNIST and ImageNet tasks take one)")
+    p = Path(path).expanduser()
+    need = {"fashion_mnist": "the Fashion-MNIST idx files", "imagenet": "train/ and val/ (ImageFolder layout)"}[source]
+    if not p.is_dir():
+        raise ValueError(f"data_path {p} is {'a file' if p.exists() else 'missing'}; {source} needs a directory "
+                         f"holding {need}")
+    if source == "imagenet" and not ((p / "train").is_dir() and (p / "val").is_dir()):
+        raise FileNotFoundError(f"ImageNet folder {p} needs train/ and val/ subdirectories (ImageFolder layout)")
+
+
 def load_image_data(source: str, *, image_size: int | None = None, path: str | None = None) -> PretrainData:
+    check_image_path(source, path)
     if source == "digits":
         return load_digits_data(image_size)
     if source == "fashion_mnist":
