@@ -112,7 +112,14 @@ def plan(names: list[str], scale: str, seeds: list[int], only: list[str] | None 
     seen, out = set(), []
     for name in names:
         if name not in SWEEPS:
-            raise KeyError(f"unknown sweep '{name}'; known: {', '.join(SWEEPS)}")
+            from models.family import unknown     # (imports torch: only when there is something to say)
+            raise KeyError(unknown("sweep", name, SWEEPS))
+    used = {e.method for name in names for e in SWEEPS[name].entries(scale)}
+    for method in only or []:      # a typo must not silently select nothing
+        if method not in used:
+            from models.family import unknown
+            raise KeyError(unknown("method", method, used) + f" (in sweeps {', '.join(names)})")
+    for name in names:
         for e in SWEEPS[name].entries(scale):
             for seed in seeds:
                 key = (e.task, e.name, seed)
