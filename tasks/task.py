@@ -43,7 +43,8 @@ RECIPE_RULES = {
     "log_every": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "grad_accum": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "bf16": (lambda v: isinstance(v, bool), "true or false"),
-    "adam_betas": (lambda v: isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_number(b) and 0 <= b < 1 for b in v),
+    "adam_betas": (lambda v: isinstance(v, (tuple, list)) and len(v) == 2
+                   and all(_is_number(b) and 0 <= b < 1 for b in v),
                    "a pair b1,b2 with 0 <= b < 1, e.g. adam_betas=0.9,0.999"),
     "adam_eps": (lambda v: _is_number(v) and v > 0, "a finite number > 0"),
 }
@@ -104,7 +105,8 @@ class Task:
             raise ValueError(f"unknown scale '{self.scale}'; known: {', '.join(SCALES)}")
         check_growable(self.small, self.large)
         if get_family(self.family).objective != "image":
-            for which, recipe, spec in (("", self.recipe, self.large), ("small model's ", self.small_recipe, self.small)):
+            for which, recipe, spec in (("", self.recipe, self.large),
+                                        ("small model's ", self.small_recipe, self.small)):
                 if recipe.seq_len > spec.positions:
                     raise ValueError(f"the {which}seq_len ({recipe.seq_len}) exceeds the positions of "
                                      f"{spec.short()} ({spec.positions}); lower --set seq_len")

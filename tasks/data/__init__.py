@@ -166,4 +166,5 @@ def load_pretrain_data(source: str, objective: str, *, seq_len: int = 128, vocab
                           path=path, cache_dir=cache_dir)
 
 
-__all__ = ["PretrainData", "check_data_path", "data_key", "load_pretrain_data", "batch_indices", "derive_seed"]
+__all__ = ["PretrainData", "check_data_path", "data_key", "load_pretrain_data", "batch_indices",
+           "derive_seed"]

@@ -223,10 +223,11 @@ def load_tokenizer(tokenizer: str, objective: str, source: str, path: str | None
     from transformers import AutoTokenizer
     try:
         tok = AutoTokenizer.from_pretrained(tokenizer)
-    except (OSError, ValueError) as e:     # the hub's own message is many lines (and names no fix)
+    except (OSError, ValueError):     # the hub's own message is many lines (and names no fix)
         offline = " (the hub is offline here)" if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true") else ""
         raise ValueError(f"tokenizer '{tokenizer}' cannot be loaded: it is not {' or '.join(TRAINED_TOKENIZERS)} "
-                         f"(trained here), a saved tokenizer directory, or a hub tokenizer we can reach{offline}") from None
+                         f"(trained here), a saved tokenizer directory, or a hub tokenizer we can reach"
+                         f"{offline}") from None
     if objective == "clm" and tok.pad_token is None and tok.eos_token is not None:
         tok.pad_token = tok.eos_token  # GPT-2 ships without a pad token
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", tokenizer.strip("/"))[-60:]
@@ -288,6 +289,8 @@ def token_ids(tok, docs, sep: int, file: Path) -> np.ndarray:
                     out, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)})
                 shutil.copyfileobj(src, out, 1 << 24)
             os.replace(tmp, file)
+        except OSError as e:  # a full disk: name the cache file (the write error itself names none)
+            raise OSError(e.errno, e.strerror, str(file)) from None
         finally:              # failed or interrupted: no half-written file stays in the cache
             raw.unlink(missing_ok=True)
             tmp.unlink(missing_ok=True)
