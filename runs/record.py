@@ -39,14 +39,27 @@ def atomic_path(path: Path):
         finally:
             os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        # a full disk surfaces as an OSError without a file name, or (torch.save) as a RuntimeError raised while
+        # handling one: report it as an OSError naming the file being written
+        cause = e if isinstance(e, OSError) else e.__context__ if isinstance(e, RuntimeError) else None
+        if isinstance(cause, OSError) and cause.errno is not None:
+            raise OSError(cause.errno, cause.strerror, str(path)) from None
         raise
 
 
 def write_json_atomic(path: Path, obj) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+
+
+def save_atomic(obj, path: Path) -> None:
+    """torch.save, atomically (see atomic_path). Through a Python file object, so that a failed write keeps its
+    OSError (disk full) instead of torch's bare `basic_ios::clear` RuntimeError."""
+    import torch        # here, not at the top: analysis reads records without torch
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        torch.save(obj, f)
 
 
 def read_json(path: Path):
@@ -95,9 +108,12 @@ class RunWriter:
 
     def log(self, row: dict) -> None:
         # one write call per line, then flush + fsync: a crash leaves at most one truncated last line
-        self._metrics.write(json.dumps(row, sort_keys=True) + "\n")
-        self._metrics.flush()
-        os.fsync(self._metrics.fileno())
+        try:
+            self._metrics.write(json.dumps(row, sort_keys=True) + "\n")
+            self._metrics.flush()
+            os.fsync(self._metrics.fileno())
+        except OSError as e:          # a full disk: say which file
+            raise OSError(e.errno, e.strerror, str(self.dir / METRICS)) from None
 
     def finish(self, summary: dict) -> None:
         self._metrics.close()

@@ -25,7 +25,7 @@ from models.flops import backward_flops, ran_forward
 from models.seeding import seed_dropout
 from runs import distributed
 from runs.ledger import FlopsLedger
-from runs.record import RunWriter, atomic_path
+from runs.record import RunWriter, save_atomic
 from runs.strategies import BlockRunner, Strategies
 from tasks.data import derive_seed
 
@@ -124,10 +124,9 @@ def save_checkpoint(path, model, optimizer, scheduler, state: TrainState, ledger
     model_state, optimizer_state = distributed.full_state(model, optimizer)
     if not distributed.is_main():
         return
-    with atomic_path(path) as tmp:     # a per-process temporary name, removed if saving fails
-        torch.save({"model": model_state, "optimizer": optimizer_state,
-                    "scheduler": scheduler.state_dict(), "state": vars(state), "ledger": ledger.as_dict(),
-                    "stage": stage_index, "rng": rng_state()}, tmp)
+    save_atomic({"model": model_state, "optimizer": optimizer_state,     # per-process temporary, fsync, rename
+                 "scheduler": scheduler.state_dict(), "state": vars(state), "ledger": ledger.as_dict(),
+                 "stage": stage_index, "rng": rng_state()}, path)
 
 
 def load_checkpoint(path):
