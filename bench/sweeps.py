@@ -213,8 +213,10 @@ def evaluate(run: Path, suites: list[str], device: str, log) -> None:
 
 
 def prune(run: Path) -> None:
-    """Leave only the record (config, metrics, summary, JSON artefacts): no checkpoint, no weights."""
+    """Leave only the record (config, metrics, summary, JSON artefacts): no checkpoint, no weights, no lock file
+    (runs/lock.py: a process that opened it before the unlink retries on the new file)."""
     (run / "checkpoint.pt").unlink(missing_ok=True)
+    (run / ".lock").unlink(missing_ok=True)
     shutil.rmtree(run / "model", ignore_errors=True)
     for p in run.glob("*.pt"):
         p.unlink()
