@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
 import sys
 
@@ -34,9 +35,11 @@ def parse_value(text: str):
 
 def coerce(key: str, raw: str, current):
     """Parse a --set value and check it has the type of the field it replaces."""
+    if isinstance(current, tuple):       # adam_betas=0.9,0.95: a comma list (the recipe checks its length)
+        return tuple(parse_value(part) for part in raw.split(","))
     value = parse_value(raw)
     expected = type(current)
-    if current is None or isinstance(current, (list, tuple, dict)):
+    if current is None or isinstance(current, (list, dict)):
         return value
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
@@ -121,14 +124,16 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def list_everything() -> str:
-    from methods import METHODS
-    from tasks import PAIRS, SCALES
-    lines = ["methods:"] + [f"  {n:14s} {(cls.__doc__ or '').strip().splitlines()[0] if cls.__doc__ else ''}"
-                            for n, cls in sorted(METHODS.items())]
-    lines += ["tasks (scales: " + ", ".join(SCALES) + "):"]
-    lines += [f"  {n:20s} {fam}" for n, (fam, _, _) in sorted(PAIRS.items())]
-    return "\n".join(lines)
+def error_line(e: BaseException) -> str:
+    """The one line a refused or failed run prints: an OS error by its text and path (its args[0] is only the
+    errno, e.g. `17`), anything else by its message, folded onto one line."""
+    if isinstance(e, OSError) and e.strerror:
+        text = f"{e.filename}: {e.strerror}" if e.filename is not None else e.strerror
+        if e.filename2 is not None:
+            text += f" (-> {e.filename2})"
+    else:
+        text = str(e.args[0]) if e.args else type(e).__name__
+    return "error: " + " ".join(text.split())
 
 
 def main(argv=None) -> int:
@@ -159,19 +164,34 @@ def main(argv=None) -> int:
                    "(default: mini at mini/tiny scale, the task's suites at paper scale)")
     p.add_argument("--only", help="evaluate only these tasks of the suites, e.g. --only sst2,cola")
     args = p.parse_args(argv)
+    if args.list:        # read from the registries' source, without importing torch (runs/catalog.py)
+        from runs.catalog import listing
+        try:
+            print(listing(args.scale))
+        except ValueError as e:
+            print(error_line(e), file=sys.stderr)
+            return 2
+        return 0
     if args.evaluate:
         return evaluate_main(args)
-    from runs.trainer import NonFiniteLoss
     if args.scale in ("mini", "tiny"):
         # the embedded scales never need the Hugging Face hub; offline mode spares a long look-up time-out
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
     try:
-        if args.list:
-            print(list_everything())
-            return 0
+        return train_main(args)
+    except KeyboardInterrupt as e:     # runs.experiment.RunInterrupted says where the run stood
+        print(f"error: {e.args[0]}" if e.args else "error: interrupted", file=sys.stderr)
+        return 130
+
+
+def train_main(args) -> int:
+    from runs.lock import RunLocked
+    from runs.trainer import NonFiniteLoss
+    try:
         if not args.method or not args.task:
             raise ValueError("--method and --task are required (see --list)")
+        if args.out is not None and not args.out.strip():
+            raise ValueError("--out is empty; give a run directory")
         import torch
         import transformers
         transformers.utils.logging.disable_progress_bar()   # weight loading/saving bars would drown the run's own
@@ -212,26 +232,28 @@ def main(argv=None) -> int:
                              strategies=strategies, parallel="fsdp" if args.fsdp else "ddp", compile=args.compile)
         if not distributed.is_main():            # rank 0 reports (and evaluates downstream)
             return 0
-    except (KeyError, ValueError, FileNotFoundError, FileExistsError) as e:
-        msg = e.args[0] if e.args else str(e)
-        print(f"error: {msg}", file=sys.stderr)
+    except (KeyError, ValueError, RunLocked) as e:
+        print(error_line(e), file=sys.stderr)
         return 2
+    except OSError as e:         # a path under a file, no permission, a read-only or full disk
+        print(error_line(e), file=sys.stderr)
+        return 1 if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO) else 2
     except NonFiniteLoss as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     from runs.record import load_run
     run = load_run(out)
     s = run.summary or {}
     acc = f", eval accuracy {s['eval_acc']:.4f}" if s.get("eval_acc") is not None else ""
+    loss = f"{s['eval_loss']:.4f}" if s.get("eval_loss") is not None else "n/a"
     print(f"record: {out}")
-    print(f"final eval loss {s.get('eval_loss', float('nan')):.4f}{acc}; {s.get('flops', 0):.3e} FLOPs; "
-          f"{s.get('wall', 0):.1f} s training")
+    print(f"final eval loss {loss}{acc}; {s.get('flops', 0):.3e} FLOPs; {s.get('wall', 0):.1f} s training")
     if args.eval:
         from tasks.evals import run_and_report
         try:
             print(run_and_report(out, *evaluation, log=lambda msg: print(msg, file=sys.stderr)))
-        except (KeyError, ValueError, OSError, ImportError) as e:
-            print(f"error: evaluation: {e.args[0] if e.args else e}", file=sys.stderr)
+        except (KeyError, ValueError, OSError, ImportError, RunLocked) as e:
+            print(error_line(e).replace("error: ", "error: evaluation: ", 1), file=sys.stderr)
             return 2
     return 0
 
@@ -244,10 +266,11 @@ def evaluate_main(args) -> int:
     try:   # offline unless the run is paper scale (read before transformers is imported: it reads the flag once)
         scale = json.loads(config.read_text())["task"]["scale"]
     except (OSError, ValueError, KeyError, TypeError):
-        scale = None
+        scale = None       # (a damaged config.json is reported, naming the file, by Pretrained.from_run)
     if scale != "paper":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
+    from runs.lock import RunLocked
     try:
         if args.method or args.task or args.eval:
             raise ValueError("--evaluate RUN_DIR evaluates an existing run: give no --method/--task/--eval")
@@ -258,8 +281,11 @@ def evaluate_main(args) -> int:
         evaluation = prepare(pre.kind, pre.task.get("scale"), pre.task.get("evals"), args.suite, args.only,
                              settings, args.device)
         print(run_and_report(args.evaluate, *evaluation, log=log))
-    except (KeyError, ValueError, OSError, ImportError) as e:
-        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("error: interrupted; eval.json keeps the suites that finished", file=sys.stderr)
+        return 130
+    except (KeyError, ValueError, OSError, ImportError, RunLocked) as e:
+        print(error_line(e), file=sys.stderr)
         return 2
     return 0
 

@@ -11,6 +11,7 @@ A figure or table whose runs are absent is listed as such, not drawn empty.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -64,6 +65,26 @@ def write_table(df, out: Path, stem: str, caption: str) -> list[Path]:
     return [md, tex]
 
 
+def check_args(args) -> str | None:
+    """Why these arguments cannot work (one line), or None: checked before a file is written, so a typo in
+    --formats does not come after twenty files."""
+    if not args.runs.is_dir():
+        return f"--runs {args.runs}: no such directory"
+    from matplotlib.backend_bases import FigureCanvasBase
+    known = sorted(FigureCanvasBase.get_supported_filetypes())
+    for fmt in args.formats:
+        if fmt not in known:
+            return f"--formats {fmt}: not a figure format matplotlib writes; known: {', '.join(known)}"
+    existing = args.out.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"--out {args.out}: {'it' if existing == args.out.absolute() else existing} is a file, not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"--out {args.out}: cannot write in {existing}"
+    return None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n")[0])
     p.add_argument("--runs", required=True, type=Path, help="directory searched (recursively) for run records")
@@ -73,8 +94,9 @@ def main(argv=None) -> int:
                    help="always divide by the seed-mean scratch curve instead of pairing seeds")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    if not args.runs.is_dir():
-        print(f"error: --runs {args.runs}: no such directory", file=sys.stderr)
+    problem = check_args(args)      # all before anything is read or written
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     runs_list, problems = load_runs(args.runs)
     for prob in problems:

@@ -75,6 +75,15 @@ def _check(run: Run) -> str | None:
         return "metrics.jsonl has no evaluation rows"
     if any("step" not in r or "flops" not in r for r in run.metrics):
         return "a metrics row lacks step or flops"
+    steps = [r["step"] for r in run.metrics]
+    if any(b <= a for a, b in zip(steps, steps[1:])):   # two writers, or a resume that repeated lines
+        return "metrics.jsonl steps do not increase (a row repeated or out of order)"
+    if run.summary is not None:
+        if run.summary.get("step") != steps[-1]:
+            return (f"summary.json says step {run.summary.get('step')} but metrics.jsonl ends at step {steps[-1]}: "
+                    "the record was written by two processes or cut; re-run it")
+        if run.summary.get("eval_loss") is None and run.summary.get("eval_acc") is None:
+            return "summary.json has no final evaluation"
     return None
 
 

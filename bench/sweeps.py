@@ -117,7 +117,14 @@ def plan(names: list[str], scale: str, seeds: list[int], only: list[str] | None 
     seen, out = set(), []
     for name in names:
         if name not in SWEEPS:
-            raise KeyError(f"unknown sweep '{name}'; known: {', '.join(SWEEPS)}")
+            from models.family import unknown     # (imports torch: only when there is something to say)
+            raise KeyError(unknown("sweep", name, SWEEPS))
+    used = {e.method for name in names for e in SWEEPS[name].entries(scale)}
+    for method in only or []:      # a typo must not silently select nothing
+        if method not in used:
+            from models.family import unknown
+            raise KeyError(unknown("method", method, used) + f" (in sweeps {', '.join(names)})")
+    for name in names:
         for e in SWEEPS[name].entries(scale):
             for seed in seeds:
                 key = (e.task, e.name, seed)
@@ -249,8 +256,10 @@ def evaluate(run: Path, suites: list[str], device: str, log) -> None:
 
 
 def prune(run: Path) -> None:
-    """Leave only the record (config, metrics, summary, JSON artefacts): no checkpoint, no weights."""
+    """Leave only the record (config, metrics, summary, JSON artefacts): no checkpoint, no weights, no lock file
+    (runs/lock.py: a process that opened it before the unlink retries on the new file)."""
     (run / "checkpoint.pt").unlink(missing_ok=True)
+    (run / ".lock").unlink(missing_ok=True)
     shutil.rmtree(run / "model", ignore_errors=True)
     for p in run.glob("*.pt"):
         p.unlink()

@@ -54,13 +54,18 @@ class CaitFamily(TimmImageFamily):
     blocks_attr = "blocks"
 
     # -- building ------------------------------------------------------------------------------------------
-    def build(self, spec: ModelSpec) -> nn.Module:
+    timm_architecture = "cait_xxs24_224"
+
+    def timm_args(self, spec: ModelSpec) -> dict:
         ratio = mlp_ratio(spec.hidden, spec.ffn)
         # the class blocks get the same FFN width as the patch blocks: one canonical spec.ffn for both
-        return Cait(img_size=spec.image_size, patch_size=spec.patch_size, in_chans=spec.in_chans,
+        return dict(img_size=spec.image_size, patch_size=spec.patch_size, in_chans=spec.in_chans,
                     num_classes=spec.classes, embed_dim=spec.hidden, depth=spec.layers, num_heads=spec.heads,
                     mlp_ratio=ratio, mlp_ratio_token_only=ratio, depth_token_only=spec.class_layers,
                     init_values=layer_scale_init(spec.layers))
+
+    def build(self, spec: ModelSpec) -> nn.Module:
+        return Cait(**self.timm_args(spec))
 
     def owns(self, model) -> bool:
         return type(model) is Cait

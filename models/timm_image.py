@@ -1,5 +1,5 @@
 """What the two timm image families (ViT/DeiT and CaiT) share: the classification loss on
-`pixel_values`/`labels` batches and timm-style export (safetensors weights + a config.json of the spec).
+`pixel_values`/`labels` batches and timm-style export (safetensors weights + a config.json timm reads).
 
 Kept apart from `family.py` because only families whose model is called as `model(pixel_values)` and
 rebuilt from a `ModelSpec` alone fit it; the HF text families export with `save_pretrained` instead.
@@ -27,14 +27,28 @@ class TimmImageFamily(Family):
         return F.cross_entropy(call(batch["pixel_values"]), batch["labels"])
 
     # -- export --------------------------------------------------------------------------------------------
+    timm_architecture = ""    # a registered timm model: its constructor takes timm_args(spec) as overrides
+
+    def timm_args(self, spec: ModelSpec) -> dict:
+        """The timm constructor arguments that build `spec`'s model (build() uses them too)."""
+        raise NotImplementedError
+
     def export(self, model, directory: Path) -> None:
+        """safetensors weights + a timm-style config.json (architecture, model_args, pretrained_cfg), so that
+        timm alone loads it: `timm.create_model("local-dir:DIR", pretrained=True)`; growbench reads `spec`."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        spec = self.spec_of(model)
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(directory / "model.safetensors"))
-        (directory / "config.json").write_text(json.dumps(self.spec_of(model).to_dict(), indent=2) + "\n")
+        config = {"architecture": self.timm_architecture, "num_classes": spec.classes, "model_args": self.timm_args(spec),
+                  "pretrained_cfg": {"input_size": [spec.in_chans, spec.image_size, spec.image_size],
+                                     "num_classes": spec.classes, "first_conv": "patch_embed.proj", "classifier": "head"},
+                  "family": self.name, "spec": spec.to_dict()}
+        (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n")
 
     def load(self, directory: Path):
         directory = Path(directory)
-        model = self.build(ModelSpec(**json.loads((directory / "config.json").read_text())))
+        config = json.loads((directory / "config.json").read_text())
+        model = self.build(ModelSpec(**config.get("spec", config)))     # (older exports: the spec itself)
         model.load_state_dict(load_file(str(directory / "model.safetensors")))
         return model

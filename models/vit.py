@@ -34,14 +34,18 @@ class ViT(TimmImageFamily):
     name = "vit"
     blocks_attr = "blocks"
 
-    def build(self, spec: ModelSpec) -> nn.Module:
+    timm_architecture = "vit_base_patch16_224"
+
+    def timm_args(self, spec: ModelSpec) -> dict:
         ratio = spec.ffn / spec.hidden
         if int(spec.hidden * ratio) != spec.ffn:   # timm sizes fc1 as int(D * ratio): guard the float rounding
             ratio = (spec.ffn + 0.5) / spec.hidden
-        return VisionTransformer(img_size=spec.image_size, patch_size=spec.patch_size, in_chans=spec.in_chans,
-                                 num_classes=spec.classes, embed_dim=spec.hidden, depth=spec.layers,
-                                 num_heads=spec.heads, mlp_ratio=ratio, qkv_bias=True, class_token=True,
-                                 global_pool="token")
+        return dict(img_size=spec.image_size, patch_size=spec.patch_size, in_chans=spec.in_chans,
+                    num_classes=spec.classes, embed_dim=spec.hidden, depth=spec.layers, num_heads=spec.heads,
+                    mlp_ratio=ratio, qkv_bias=True, class_token=True, global_pool="token")
+
+    def build(self, spec: ModelSpec) -> nn.Module:
+        return VisionTransformer(**self.timm_args(spec))
 
     def owns(self, model) -> bool:
         return type(model) is VisionTransformer

@@ -1,6 +1,9 @@
 """One comparison run, end to end: resolve the small model, fit the growth operator, grow, train, export.
 
-`run.py` is a thin CLI over `run_experiment`; scripts and sweeps call it directly.
+`run.py` is a thin CLI over `run_experiment`; scripts and sweeps call it directly. Every input (recipe, method
+constraints, data path, --small, --out) is checked before anything is written (runs/preflight.py); the run
+directory is then locked for the whole run (runs/lock.py), and a run refused or interrupted before its record
+exists leaves the file system as it found it.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import platform
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from importlib import metadata
 from pathlib import Path
 
@@ -23,9 +27,14 @@ from models.family import exported_family
 from runs import distributed
 from runs.computation import fingerprint
 from runs.ledger import FlopsLedger
-from runs.record import CONFIG, SUMMARY, RunExistsError, RunWriter, read_metrics, write_json_atomic
+from runs.lock import RunLock
+from runs.preflight import (CannotResume, check_out, check_resumable, inspect_out, interrupted, jsonable,
+                            record_state)
+from runs.record import (METRICS, SUMMARY, RunWriter, atomic_path, read_json, read_metrics, save_atomic,
+                         write_json_atomic)
 from runs.strategies import Strategies, apply_strategies
 from runs.trainer import CHECKPOINT, evaluate, full_model, load_checkpoint, train
+from tasks.data.text import TRAINED_TOKENIZERS
 
 OUT_ROOT = Path(os.environ.get("GROWBENCH_OUT", Path(__file__).resolve().parent / "out"))
 FLOPS_CONVENTION = ("analytic matmul FLOPs, 2 per multiply-add; backward = 2x forward for trainable layers, "
@@ -55,15 +64,45 @@ def environment(device: torch.device) -> dict:
             "device_name": name, "threads": torch.get_num_threads()}
 
 
-def _jsonable(obj):
-    return json.loads(json.dumps(obj, default=str))
+def _files_signature(path: Path) -> str:
+    """A hash of the names, sizes and mtimes of a file or of the files directly in a directory: changes when
+    the model or tokenizer there is replaced, without reading gigabytes of weights."""
+    p = Path(path).expanduser()
+    files = sorted(f for f in p.iterdir() if f.is_file()) if p.is_dir() else [p]
+    sig = "|".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+    return hashlib.sha1(sig.encode()).hexdigest()[:10]
 
 
 def small_cache_dir(task, seed: int) -> Path:
-    key = json.dumps({"spec": task.small.to_dict(), "recipe": _jsonable(task.small_recipe.__dict__),
-                      "data": task.data, "tokenizer": task.tokenizer, "seed": seed}, sort_keys=True)
-    digest = hashlib.sha1(key.encode()).hexdigest()[:10]
+    """The cache entry of the small model a task grows from, keyed by everything its weights depend on."""
+    identity = {"spec": task.small.to_dict(), "recipe": jsonable(task.small_recipe.__dict__),
+                "data": task.data, "tokenizer": task.tokenizer, "seed": seed}
+    if task.data_path is not None:      # a local corpus: a small model pretrained on other text must not be reused
+        identity["data_path"] = task.data_key()
+    if task.tokenizer not in (None, *TRAINED_TOKENIZERS) and Path(task.tokenizer).expanduser().is_dir():
+        identity["tokenizer_files"] = _files_signature(task.tokenizer)   # a saved tokenizer: its files, not its name
+    digest = hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
     return OUT_ROOT / "cache" / "small" / f"{task.name}-{task.scale}-s{seed}-{digest}"
+
+
+def small_identity(task, seed: int, small_dir: Path | None) -> dict:
+    """Which small model a run grows from, as its config.json records it: a given directory (resolved, with a
+    signature of its files) or the cache entry (whose name hashes what it was pretrained on)."""
+    if small_dir is None:
+        return {"source": "cache", "path": str(small_cache_dir(task, seed))}
+    p = Path(small_dir).expanduser()
+    return {"source": "given", "path": str(small_dir), "resolved": str(p.resolve()), "files": _files_signature(p)}
+
+
+def check_small_dir(task, small_dir: Path) -> None:
+    """--small must be an exported model of the task's family (checked before anything is written)."""
+    small_dir = Path(small_dir)
+    if not small_dir.is_dir():
+        raise FileNotFoundError(f"--small {small_dir}: no such directory (give an HF/timm model directory)")
+    found = exported_family(small_dir)
+    if found != task.family:
+        raise ValueError(f"--small {small_dir} holds a {found or 'unrecognised'} model, but task {task.name} "
+                         f"grows a {task.family} model (give a {task.family} save_pretrained/export directory)")
 
 
 def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress: bool):
@@ -71,12 +110,7 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
     family = get_family(task.family)
     if small_dir is not None:
         small_dir = Path(small_dir)
-        if not small_dir.is_dir():
-            raise FileNotFoundError(f"--small {small_dir}: no such directory (give an HF/timm model directory)")
-        found = exported_family(small_dir)
-        if found != task.family:
-            raise ValueError(f"--small {small_dir} holds a {found or 'unrecognised'} model, but task {task.name} "
-                             f"grows a {task.family} model (give a {task.family} save_pretrained/export directory)")
+        check_small_dir(task, small_dir)
         try:
             model = family.load(small_dir)
         except Exception as e:
@@ -86,14 +120,22 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
         if spec != task.small:
             raise ValueError(f"--small {small_dir} holds {spec.short() if spec else 'another model'}, but task "
                              f"{task.name} needs {task.small.short()}")
-        return model, {"path": str(small_dir), "pretrain_flops": None, "source": "given"}
+        return model, {**small_identity(task, seed, small_dir), "pretrain_flops": None}
     cache = small_cache_dir(task, seed)
     if not (cache / SUMMARY).exists():
-        log(f"no --small given: pretraining the small model first ({task.small.layers} layers, "
-            f"hidden {task.small.hidden}, {task.small_recipe.steps} steps) -> {cache}")
-        run_experiment(task.small_task(), get_method("scratch"), seed=seed, device=device, out=cache,
-                       overwrite=True, progress=progress, log=log)
-    summary = json.loads((cache / SUMMARY).read_text())
+        # one process pretrains, any other run needing the same small model waits for it and then reads it
+        lock = RunLock(cache, wait=True, on_wait=lambda who: log(f"waiting for {who}: it is pretraining the "
+                                                                   f"small model in {cache}"))
+        with (lock if distributed.is_main() else nullcontext()):
+            if not (cache / SUMMARY).exists():
+                log(f"no --small given: pretraining the small model first ({task.small.layers} layers, "
+                    f"hidden {task.small.hidden}, {task.small_recipe.steps} steps) -> {cache}")
+                pretrain = dict(seed=seed, device=device, out=cache, progress=progress, log=log, locked=True)
+                try:      # a pretraining cut short (Ctrl-C, a crash) continues where it stopped
+                    run_experiment(task.small_task(), get_method("scratch"), resume=True, **pretrain)
+                except CannotResume:
+                    run_experiment(task.small_task(), get_method("scratch"), overwrite=True, **pretrain)
+    summary = read_json(cache / SUMMARY)
     model = family.load(cache / "model")
     return model, {"path": str(cache), "pretrain_flops": summary["flops"], "pretrain_wall": summary["wall"],
                    "source": "cache"}
@@ -112,79 +154,89 @@ def reference(data, task) -> dict:
     return ref
 
 
-def check_resumable(out: Path, config: dict) -> None:
-    old = json.loads((out / CONFIG).read_text())
-    for key in ("task", "method"):
-        before, now = _jsonable(old.get(key)) or {}, _jsonable(config[key])
-        if before.get("name") != now.get("name"):
-            raise ValueError(f"{out} holds a run of another {key} ('{before.get('name')}', not '{now.get('name')}'); "
-                             "resume needs the same one, or use --overwrite / another --out")
-        if before != now:
-            differ = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
-            raise ValueError(f"{out} holds a run of {key} '{now['name']}' with another configuration "
-                             f"(differs in: {', '.join(differ)}); resume needs the same settings")
-    if _jsonable(old.get("strategies")) != _jsonable(config.get("strategies")):
-        raise ValueError(f"{out} holds a run with other training strategies ({old.get('strategies')}); "
-                         "resume needs the same --set layer_drop/token_drop/staged settings")
-    before, now = old.get("distributed") or {"world_size": 1}, config["distributed"]
-    if (before.get("world_size"), before.get("mode")) != (now["world_size"], now["mode"]):
-        raise ValueError(f"{out} holds a run on {before.get('world_size')} process(es) ({before.get('mode')}); "
-                         f"resume it with the same torchrun --nproc_per_node and sharding mode")
+def check_inputs(task, method: GrowthMethod, seed: int, small: Path | None) -> None:
+    """Everything about the input that can be checked before a file is written: the seed, the method's own
+    constraints on the recipe (its stages), the data path, the --small directory, the small-model cache."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {seed}")
+    method.stages(task, task.recipe.steps)      # e.g. MSLT's one step per stage at least
+    task.check_data()
+    if method.needs_small and small is not None:
+        check_small_dir(task, small)
+    elif method.needs_small and not (small_cache_dir(task, seed) / SUMMARY).exists():
+        check_out(small_cache_dir(task, seed))
 
 
-def truncate_metrics(out: Path, step: int) -> None:
-    """Drop rows logged after the checkpoint (they will be produced again), so no line is duplicated."""
-    path = out / "metrics.jsonl"
+def truncate_metrics(out: Path, step: int) -> list[dict]:
+    """Drop rows logged after the checkpoint (they will be produced again), so no line is duplicated; returns
+    the rows kept."""
+    path = out / METRICS
     rows = [r for r in read_metrics(path) if r["step"] <= step] if path.exists() else []
-    tmp = path.with_name(".metrics.jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    return rows
 
 
 def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", out: Path | None = None,
                    small: Path | None = None, resume: bool = False, overwrite: bool = False,
                    progress: bool = True, log=print, strategies: Strategies | None = None, parallel: str = "ddp",
-                   compile: bool = False) -> Path:
+                   compile: bool = False, locked: bool = False) -> Path:
     """Under torchrun every rank calls this with the same arguments (runs/distributed.py); rank 0 alone writes.
-    `parallel`: "ddp" or "fsdp" (with several processes); `compile`: torch.compile the training forward."""
+    `parallel`: "ddp" or "fsdp" (with several processes); `compile`: torch.compile the training forward;
+    `locked`: the caller holds the directory's lock already (resolve_small). Bad input is refused before
+    anything is written; the directory is locked (runs/lock.py) from then until the run ends."""
+    if resume and overwrite:
+        raise ValueError("--resume and --overwrite contradict each other; give one")
+    if isinstance(out, str) and not out.strip():
+        raise ValueError("--out is empty; give a run directory")
     device = torch.device(device)
     out = Path(out) if out is not None else default_out(task, method, seed, strategies)
     method = apply_strategies(method, strategies)     # staged training wraps the method's stages
     family = get_family(task.family)
-    config = {"task": _jsonable(task.to_dict()), "method": _jsonable(method.describe()), "seed": seed,
+    check_inputs(task, method, seed, small)
+    config = {"task": jsonable(task.to_dict()), "method": jsonable(method.describe()), "seed": seed,
               "flops_convention": FLOPS_CONVENTION, "environment": environment(device), "argv": sys.argv,
               "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "distributed": distributed.describe(parallel, task.recipe), "compile": compile}
     if strategies is not None and strategies.active:
         config["strategies"] = strategies.record()
-    if (out / CONFIG).exists() and not (resume or overwrite):
-        raise RunExistsError(f"run directory {out} already holds a run; pass --resume to continue it "
-                             "or --overwrite to replace it")
-    resuming = resume and (out / CONFIG).exists()
-    if resuming:
-        check_resumable(out, config)
+    check_out(out)
+    seen = record_state(out)
+    mode, old = inspect_out(out, resume, overwrite)
+    if mode == "resume":
+        check_resumable(out, old, config, small_identity(task, seed, small) if method.needs_small else None)
         if (out / SUMMARY).exists():
             log(f"{out} is already complete; nothing to resume")
             return out
-    checkpoint = load_checkpoint(out / CHECKPOINT) if resuming and (out / CHECKPOINT).exists() else None
-    with distributed.main_first():     # rank 0 trains and caches the tokenizer, the others then read it
-        data = task.pretrain_data()    # loads (and on first use trains the tokenizer) before anything is written
-    config["reference"] = reference(data, task)
-    small_model = small_info = None
-    if method.needs_small and (checkpoint is None or method.trains_with_small):
-        small_model, small_info = resolve_small(task, seed, small, device, log, progress)
-        # the small model lives on the run's device: LiGO's fit, every growth and KI's teacher run there
-        small_model = small_model.to(device)
-    config["small"] = small_info
-    if resuming and checkpoint is None:
-        resuming = False               # nothing to continue from: start over in the same directory
-    if checkpoint is not None and distributed.is_main():
-        # before the writer opens metrics.jsonl for appending: truncation replaces the file
-        truncate_metrics(out, checkpoint["state"]["step"])
-    distributed.barrier()              # every rank has read what it needed before rank 0 writes
-    writer = (RunWriter(out, config, resume=resuming, overwrite=overwrite or (resume and not resuming))
-              if distributed.is_main() else distributed.SilentWriter(out))
+    checkpoint = None
+    if mode == "resume" and (out / CHECKPOINT).exists():
+        try:
+            checkpoint = load_checkpoint(out / CHECKPOINT)
+        except ValueError as e:
+            raise CannotResume(e.args[0]) from None
+    lock = RunLock(out).acquire() if distributed.is_main() and not locked else None
+    writer = None
     try:
+        if lock is not None and record_state(out) != seen:   # another process wrote here between our look and the lock:
+            inspect_out(out, resume, overwrite)              # its record now exists (the usual message), or
+            raise ValueError(f"{out} changed while this run was starting (another process?); run the command again")
+        with distributed.main_first():     # rank 0 trains and caches the tokenizer, the others then read it
+            data = task.pretrain_data()    # loads (and on first use trains the tokenizer) before anything is written
+        config["reference"] = reference(data, task)
+        small_model = small_info = None
+        if method.needs_small and (checkpoint is None or method.trains_with_small):
+            small_model, small_info = resolve_small(task, seed, small, device, log, progress)
+            # the small model lives on the run's device: LiGO's fit, every growth and KI's teacher run there
+            small_model = small_model.to(device)
+        config["small"] = small_info
+        resuming = checkpoint is not None  # a run without a checkpoint starts over in the same directory
+        resumed_rows = []
+        if checkpoint is not None and distributed.is_main():
+            # before the writer opens metrics.jsonl for appending: truncation replaces the file
+            resumed_rows = truncate_metrics(out, checkpoint["state"]["step"])
+        distributed.barrier()              # every rank has read what it needed before rank 0 writes
+        writer = (RunWriter(out, config, resume=resuming, overwrite=mode != "new" and not resuming)
+                  if distributed.is_main() else distributed.SilentWriter(out))
         ledger = FlopsLedger()
         torch.manual_seed(seed)
         if checkpoint is None:
@@ -211,7 +263,9 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             init_row = row
             _save_artifacts(out, method)
         else:
-            start_wall, init_row = 0.0, {}
+            # the last row the checkpoint covers: what the summary reports when the run was killed after its
+            # final checkpoint (the loop below then has no step left to run)
+            start_wall, init_row = 0.0, resumed_rows[-1] if resumed_rows else {}
             # the shape the checkpoint's stage had (MSLT changes depth); KI takes its teacher back here
             stage = method.stages(task, task.recipe.steps)[checkpoint["stage"]]
             large = method.resume_model(small_model, task, stage)
@@ -223,16 +277,32 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
         if distributed.is_main():
             family.export(final.cpu(), out / "model")
             if getattr(data, "tokenizer", None) is not None:  # fine-tuning (tasks/evals) needs the same tokenizer
-                data.tokenizer.save_pretrained(out / "model")
+                save_tokenizer(data.tokenizer, out / "model", task.large.positions)
         last = result["last"] or init_row      # --steps 0: the grown model itself (paper Table 5's "LiGO init")
         summary = {"step": result["state"].step, "units": result["state"].units, "wall": result["state"].wall,
                    "flops": ledger.total, "flops_by_phase": ledger.as_dict(),
                    "eval_loss": last.get("eval_loss"), "eval_acc": last.get("eval_acc")}
         writer.finish(summary)
+    except KeyboardInterrupt as e:
+        raise interrupted(e, writer) from None
     finally:
-        writer.close()
+        if writer is not None:
+            writer.close()
+        if lock is not None:
+            lock.release(undo=writer is None)     # refused or interrupted before writing: leave no trace
     distributed.barrier()              # the record (and a cached small model) is complete before any rank reads it
     return out
+
+
+def save_tokenizer(tokenizer, directory: Path, positions: int) -> None:
+    """Export the tokenizer beside the model, with `model_max_length` the model's positions: a pipeline that
+    truncates then cuts inputs to what the model can take (a locally trained tokenizer has no limit)."""
+    before = tokenizer.model_max_length
+    tokenizer.model_max_length = positions
+    try:
+        tokenizer.save_pretrained(directory)
+    finally:
+        tokenizer.model_max_length = before
 
 
 def _save_artifacts(out: Path, method: GrowthMethod) -> None:
@@ -242,4 +312,4 @@ def _save_artifacts(out: Path, method: GrowthMethod) -> None:
         if name.endswith(".json"):
             write_json_atomic(out / name, obj)
         else:
-            torch.save(obj, out / name)
+            save_atomic(obj, out / name)

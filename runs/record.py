@@ -4,6 +4,7 @@
     metrics.jsonl   append-only, one JSON line per logged step, flushed whole
     summary.json    only on clean completion (its absence marks an incomplete run)
     checkpoint.pt   latest training state;  model/  the final model in its ecosystem's format
+    .lock           held by the process writing the run (runs/lock.py)
 
 The reader is the only thing `analysis/` needs from here; it drops a truncated last line (power cut) with a
 warning instead of failing or, worse, reading half a number.
@@ -12,22 +13,80 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from runs.lock import LOCK
 
 CONFIG, METRICS, SUMMARY = "config.json", "metrics.jsonl", "summary.json"
 
 
-def write_json_atomic(path: Path, obj) -> None:
-    """Write to a temporary name, fsync, rename: readers see the old file or the new one, never half."""
+@contextmanager
+def atomic_path(path: Path):
+    """`with atomic_path(p) as tmp:` write `tmp`; on leaving it is fsynced and renamed to `p`, so readers see
+    the old file or the new one, never half. The temporary name carries the pid (two processes never write
+    into one temporary file) and is removed when writing fails (disk full, Ctrl-C)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        # a full disk surfaces as an OSError without a file name, or (torch.save) as a RuntimeError raised while
+        # handling one: report it as an OSError naming the file being written
+        cause = e if isinstance(e, OSError) else e.__context__ if isinstance(e, RuntimeError) else None
+        if isinstance(cause, OSError) and cause.errno is not None:
+            raise OSError(cause.errno, cause.strerror, str(path)) from None
+        raise
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+
+
+def save_atomic(obj, path: Path) -> None:
+    """torch.save, atomically (see atomic_path). Through a Python file object, so that a failed write keeps its
+    OSError (disk full) instead of torch's bare `basic_ios::clear` RuntimeError."""
+    import torch        # here, not at the top: analysis reads records without torch
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        torch.save(obj, f)
+
+
+def read_json(path: Path):
+    """A JSON file; a damaged one is a ValueError that names it (json's own message does not)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e.msg}, line {e.lineno} column {e.colno})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not valid JSON (not UTF-8 text)") from None
+
+
+def is_run_config(config) -> bool:
+    """Whether a parsed config.json is a run's (an HF model's config.json, say, is not)."""
+    return isinstance(config, dict) and isinstance(config.get("task"), dict) and isinstance(config.get("method"), dict)
+
+
+def clear_run(directory: Path) -> None:
+    """Remove everything a run wrote in its directory (records, checkpoint, model/, eval.json, a method's
+    artifacts), keeping only the lock: --overwrite must not leave an old run's files beside the new one's."""
+    for entry in Path(directory).iterdir():
+        if entry.name == LOCK:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 class RunExistsError(FileExistsError):
@@ -42,17 +101,19 @@ class RunWriter:
                                  "or --overwrite to replace it")
         self.dir.mkdir(parents=True, exist_ok=True)
         if overwrite:
-            for name in (METRICS, SUMMARY, "checkpoint.pt"):
-                (self.dir / name).unlink(missing_ok=True)
+            clear_run(self.dir)
         if not resume or not (self.dir / CONFIG).exists():
             write_json_atomic(self.dir / CONFIG, config)
         self._metrics = open(self.dir / METRICS, "a")
 
     def log(self, row: dict) -> None:
         # one write call per line, then flush + fsync: a crash leaves at most one truncated last line
-        self._metrics.write(json.dumps(row, sort_keys=True) + "\n")
-        self._metrics.flush()
-        os.fsync(self._metrics.fileno())
+        try:
+            self._metrics.write(json.dumps(row, sort_keys=True) + "\n")
+            self._metrics.flush()
+            os.fsync(self._metrics.fileno())
+        except OSError as e:          # a full disk: say which file
+            raise OSError(e.errno, e.strerror, str(self.dir / METRICS)) from None
 
     def finish(self, summary: dict) -> None:
         self._metrics.close()
@@ -108,7 +169,7 @@ def load_run(directory: Path) -> Run:
     d = Path(directory)
     if not (d / CONFIG).exists():
         raise FileNotFoundError(f"{d} is not a run directory (no {CONFIG})")
-    config = json.loads((d / CONFIG).read_text())
+    config = read_json(d / CONFIG)
     metrics = read_metrics(d / METRICS) if (d / METRICS).exists() else []
-    summary = json.loads((d / SUMMARY).read_text()) if (d / SUMMARY).exists() else None
+    summary = read_json(d / SUMMARY) if (d / SUMMARY).exists() else None
     return Run(d, config, metrics, summary)

@@ -10,7 +10,6 @@ process with W times the accumulation computes.
 from __future__ import annotations
 
 import math
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from models.flops import backward_flops, ran_forward
 from models.seeding import seed_dropout
 from runs import distributed
 from runs.ledger import FlopsLedger
-from runs.record import RunWriter
+from runs.record import RunWriter, save_atomic
 from runs.strategies import BlockRunner, Strategies
 from tasks.data import derive_seed
 
@@ -133,11 +132,9 @@ def save_checkpoint(path, model, optimizer, scheduler, state: TrainState, ledger
     model_state, optimizer_state = distributed.full_state(model, optimizer)
     if not distributed.is_main():
         return
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save({"model": model_state, "optimizer": optimizer_state,
-                "scheduler": scheduler.state_dict(), "state": vars(state), "ledger": ledger.as_dict(),
-                "stage": stage_index, "rng": rng_state()}, tmp)
-    os.replace(tmp, path)
+    save_atomic({"model": model_state, "optimizer": optimizer_state,     # per-process temporary, fsync, rename
+                 "scheduler": scheduler.state_dict(), "state": vars(state), "ledger": ledger.as_dict(),
+                 "stage": stage_index, "rng": rng_state()}, path)
 
 
 def load_checkpoint(path):
@@ -231,6 +228,7 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
         set_rng_state(resume_from["rng"])
     eval_batches = data.eval_batches(recipe.batch_size, recipe.eval_batches)
     ckpt_path = writer.dir / CHECKPOINT
+    writer.state = state     # the live step, for the message when the run is interrupted (runs/experiment.py)
     model.train()
     if resume_from is None and total > 0:
         warm_up(call, model, family, data, recipe, seed, device)

@@ -6,6 +6,7 @@ continuing the same thing.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -13,6 +14,40 @@ from models import ModelSpec, build_model, check_growable, get_family
 from models.flops import backward_flops
 
 SCALES = ("paper", "mini", "tiny")
+# the transformers.get_scheduler names the trainer can drive: built from (warmup, total steps) alone and stepped
+# without a metric (reduce_lr_on_plateau, greedy, the *_min_lr and warmup_stable_decay ones need more)
+SCHEDULES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+             "inverse_sqrt")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# field -> (test, what it must be): checked when a Recipe is made, so a bad value is refused before a run starts
+RECIPE_RULES = {
+    "steps": (lambda v: _is_int(v) and v >= 0, "an integer >= 0 (0: grow and evaluate only)"),
+    "batch_size": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "lr": (lambda v: _is_number(v) and v > 0, "a finite number > 0"),
+    "warmup": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "seq_len": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "weight_decay": (lambda v: _is_number(v) and v >= 0, "a finite number >= 0"),
+    "grad_clip": (lambda v: _is_number(v) and v >= 0, "a finite number >= 0 (0: no clipping)"),
+    "schedule": (lambda v: v in SCHEDULES, "one of " + ", ".join(SCHEDULES)),
+    "eval_every": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "eval_batches": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "log_every": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "grad_accum": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "bf16": (lambda v: isinstance(v, bool), "true or false"),
+    "adam_betas": (lambda v: isinstance(v, (tuple, list)) and len(v) == 2
+                   and all(_is_number(b) and 0 <= b < 1 for b in v),
+                   "a pair b1,b2 with 0 <= b < 1, e.g. adam_betas=0.9,0.999"),
+    "adam_eps": (lambda v: _is_number(v) and v > 0, "a finite number > 0"),
+}
 
 
 @dataclass(frozen=True)
@@ -33,6 +68,15 @@ class Recipe:
     bf16: bool = False
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-6
+
+    def __post_init__(self):
+        for name, (ok, rule) in RECIPE_RULES.items():
+            if not ok(getattr(self, name)):
+                raise ValueError(f"recipe {name} must be {rule}, got {getattr(self, name)!r}")
+        if self.steps and self.warmup > self.steps:
+            raise ValueError(f"recipe warmup ({self.warmup}) must not exceed steps ({self.steps}); "
+                             f"lower it with --set warmup=N")
+        object.__setattr__(self, "adam_betas", tuple(self.adam_betas))   # a list from JSON or --set: one form
 
     def with_(self, **changes) -> "Recipe":
         return dataclasses.replace(self, **changes)
@@ -60,6 +104,15 @@ class Task:
         if self.scale not in SCALES:
             raise ValueError(f"unknown scale '{self.scale}'; known: {', '.join(SCALES)}")
         check_growable(self.small, self.large)
+        if get_family(self.family).objective != "image":
+            for which, recipe, spec in (("", self.recipe, self.large),
+                                        ("small model's ", self.small_recipe, self.small)):
+                if recipe.seq_len > spec.positions:
+                    raise ValueError(f"the {which}seq_len ({recipe.seq_len}) exceeds the positions of "
+                                     f"{spec.short()} ({spec.positions}); lower --set seq_len")
+        for key in ("data_path", "tokenizer"):
+            if getattr(self, key) is not None and not str(getattr(self, key)).strip():
+                raise ValueError(f"{key} is empty; give a path (or leave {key} out for the task's default)")
 
     @property
     def family(self) -> str:
@@ -99,6 +152,17 @@ class Task:
             self.data, get_family(self.family).objective, seq_len=self.recipe.seq_len,
             vocab_size=None if image else self.large.vocab, tokenizer=self.tokenizer,
             image_size=self.large.image_size if image else None, path=self.data_path)
+
+    def check_data(self) -> None:
+        """Refuse a data path that cannot make a run (missing, binary, empty, the wrong kind), in one line and
+        before any tokenizer is trained or anything is written."""
+        from tasks.data import check_data_path
+        check_data_path(self.data, self.objective, self.data_path)
+
+    def data_key(self) -> str:
+        """What identifies the pretraining data (the source, or a hash of a local copy's files)."""
+        from tasks.data import data_key
+        return data_key(self.data, self.objective, self.data_path)
 
     def pretrain_data(self):
         """The pretraining data (loaded once per task object, tokenizers cached on disk)."""

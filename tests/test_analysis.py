@@ -282,3 +282,16 @@ def test_sweep_records_a_twin_instead_of_running_the_same_computation_again(tmp_
     assert twin.metrics == first.metrics and twin.summary == first.summary
     runs, _ = load_runs(tmp_path)
     assert set(runs_frame(runs)["label"]) >= {"stackbert", "interpolation", "net2net"}
+
+
+def test_a_summary_that_does_not_match_its_metrics_is_left_out(tmp_path):
+    """Two writers on one directory once left summary.json at step 400 over metrics ending at step 88: such a
+    record must not reach the tables."""
+    write_run(tmp_path, "scratch", SCRATCH)
+    d = write_run(tmp_path, "stackbert", [(0, 0, 9.0), (1, 50, 7.0), (2, 100, 5.0)])
+    summary = json.loads((d / "summary.json").read_text())
+    (d / "summary.json").write_text(json.dumps({**summary, "step": 400}))
+    runs, problems = load_runs(tmp_path)
+    assert [r.method for r in runs] == ["scratch"]
+    assert [(p.kind, "summary.json says step 400 but metrics.jsonl ends at step 2" in p.message)
+            for p in problems] == [("corrupt", True)]

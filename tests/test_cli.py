@@ -1,10 +1,15 @@
 """The CLI end to end at tiny scale: every paper task runs, records are readable, bad input is refused."""
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 import run
 from runs.record import load_run
 from tasks import list_tasks
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def call(*args) -> int:
@@ -39,6 +44,32 @@ def test_list_names_methods_and_tasks(capsys):
     assert call("--list") == 0
     text = capsys.readouterr().out
     assert "scratch" in text and "bert_small_base" in text and "cait_xs_s" in text
+    assert "StackBERT: large block l copies small block l mod L1" in text      # a description per method
+    assert "2L/128H/2 -> 4L/192H/3" in text                                    # bert_small_base at mini
+    assert call("--list", "--scale", "paper") == 0 and "6L/512H/8 -> 12L/768H/12" in capsys.readouterr().out
+
+
+def test_list_reads_the_registries_without_importing_torch():
+    """--list parses the registries' source (runs/catalog.py) instead of importing them (~9 s of torch and
+    transformers): it must not import them, and what it reads must be what the imported registries hold."""
+    code = "import sys, run; run.main(['--list']); sys.exit(bool({'torch', 'transformers'} & set(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "ligo" in proc.stdout, proc.stderr
+    from methods import METHODS
+    from runs import catalog
+    from tasks import PAIRS, SCALES, get_task
+    shipped = {n: cls for n, cls in METHODS.items() if cls.__module__.startswith("methods.")}   # not test methods
+    described = {n: catalog.summary(vars(cls).get("__doc__") or sys.modules[cls.__module__].__doc__)
+                 for n, cls in shipped.items()}
+    assert catalog.methods() == described and all(described.values())
+    scales, pairs = catalog.tasks()
+    assert scales == SCALES and set(pairs) == set(PAIRS)
+    for name, (family, sizes) in pairs.items():
+        for scale in SCALES:
+            task = get_task(name, scale)
+            assert family == task.family
+            for read, spec in zip(sizes[scale], (task.small, task.large)):
+                assert (read["layers"], read["hidden"], read["heads"]) == (spec.layers, spec.hidden, spec.heads)
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -103,6 +103,10 @@ def test_squad_errors_name_file_and_format(tmp_path):
     f.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "c", "qas": [qa]}]}]}))
     with pytest.raises(ValueError, match="answers lacks 'answer_start'"):
         read_squad_json(f, v2=False)
+    qa = {"question": "?", "answers": [{"text": "c", "answer_start": 0}]}     # no "id": one line, str or int
+    f.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "c", "qas": [qa]}]}]}))
+    with pytest.raises(ValueError, match=r"qas\[0\] lacks 'id' \(str or int\)"):
+        read_squad_json(f, v2=False)
 
 
 def test_image_folder(tmp_path):

@@ -49,14 +49,24 @@ def test_v1_max_over_gold_answers_and_missing_predictions():
 
 
 def test_v2_unanswerable_questions_and_breakdowns():
-    # q2's gold answers all normalise to "": the question is unanswerable
+    # q2 has no gold answer: unanswerable. q3's answers all normalise to "", but its answer list is not empty:
+    # the official script counts it answerable (HasAns) and scores it against [""]
     gold = {"q1": ["Paris", "the city of Paris"], "q2": [], "q3": ["the", "."], "q4": ["1998"]}
     preds = {"q1": "Paris", "q2": "", "q3": "London", "q4": ""}
     s = squad_v2_scores(gold, preds)
     assert s["total"] == 4
     assert s["exact"] == pytest.approx(50.0) and s["f1"] == pytest.approx(50.0)
-    assert s["HasAns_total"] == 2 and s["HasAns_exact"] == 50.0
-    assert s["NoAns_total"] == 2 and s["NoAns_exact"] == 50.0
+    assert s["HasAns_total"] == 3 and s["HasAns_exact"] == pytest.approx(100 / 3)
+    assert s["NoAns_total"] == 1 and s["NoAns_exact"] == 100.0
+
+
+def test_v2_answerable_means_a_non_empty_answer_list_as_the_official_script():
+    # a question whose only gold answer is "The", predicted unanswerable (no-answer probability above the
+    # threshold), is wrong: the official script gives EM 66.67 here, not 100
+    gold = {"a": ["Paris"], "b": [], "c": ["The"]}
+    preds = {"a": "Paris", "b": "x", "c": "y"}
+    s = squad_v2_scores(gold, preds, na_probs={"a": 0.0, "b": 1.0, "c": 1.0}, na_prob_thresh=0.5)
+    assert s["exact"] == pytest.approx(200 / 3) and s["HasAns_total"] == 2 and s["NoAns_total"] == 1
 
 
 def test_v2_no_answer_threshold_and_best_threshold_sweep():

@@ -1,6 +1,11 @@
-"""Reliability: a run killed with SIGKILL resumes to exactly the numbers of an uninterrupted run; same seed,
-same numbers; non-finite losses stop cleanly; bad input is refused with one line and touches nothing."""
+"""Reliability: a run killed with SIGKILL or stopped with Ctrl-C resumes to exactly the numbers of an uninterrupted
+run, also when killed after its last step; same seed, same numbers; non-finite losses stop cleanly; one process
+per run directory (a second is refused naming the first; a crashed holder blocks nothing); a full disk is one
+line; and bad input of every kind (the table) is refused with one line and touches nothing."""
 import os
+import re
+import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +23,7 @@ from runs.record import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--task", "bert_small_base", "--scale", "tiny", "--quiet"]
+SCRATCH = ["--method", "scratch", *TINY]
 STABLE = ("wall",)   # everything but wall-clock time must be equal
 
 
@@ -25,14 +31,27 @@ def numbers(out: Path) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in STABLE} for row in load_run(out).metrics]
 
 
-def test_kill_and_resume_matches_uninterrupted_run(tmp_path):
-    args = ["--method", "scratch", *TINY, "--steps", "60", "--set", "eval_every=5", "--set", "log_every=1"]
-    whole, broken = tmp_path / "whole", tmp_path / "broken"
-    assert run.main([*args, "--out", str(whole)]) == 0
+LONG = ["--method", "scratch", *TINY, "--steps", "60", "--set", "eval_every=5", "--set", "log_every=1"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The 60-step run the killed and interrupted ones must reproduce."""
+    out = tmp_path_factory.mktemp("whole") / "run"
+    assert run.main([*LONG, "--out", str(out)]) == 0
+    return out
+
+
+def child(out: Path, **kw) -> subprocess.Popen:
     # the child uses this process's thread count: a float sum split over other threads rounds differently
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(torch.get_num_threads())}
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, "--out", str(broken)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen([sys.executable, str(ROOT / "run.py"), *LONG, "--out", str(out)], env=env,
+                            stdout=subprocess.DEVNULL, **kw)
+
+
+def test_kill_and_resume_matches_uninterrupted_run(uninterrupted, tmp_path):
+    broken = tmp_path / "broken"
+    proc = child(broken, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     # kill once a checkpoint exists and the run has logged past it: a mid-interval crash
     while time.time() < deadline and proc.poll() is None:
@@ -45,11 +64,118 @@ def test_kill_and_resume_matches_uninterrupted_run(tmp_path):
     if proc.returncode == 0:
         pytest.skip("the run finished before it could be killed (machine too fast for this test)")
     assert not (broken / "summary.json").exists()
-    assert run.main([*args, "--out", str(broken), "--resume"]) == 0
-    assert numbers(broken) == numbers(whole)
+    assert run.main([*LONG, "--out", str(broken), "--resume"]) == 0
+    assert numbers(broken) == numbers(uninterrupted)
     steps = [r["step"] for r in load_run(broken).metrics]
     assert steps == sorted(set(steps))              # no line lost or duplicated
-    assert load_run(broken).summary["flops"] == load_run(whole).summary["flops"]
+    assert load_run(broken).summary["flops"] == load_run(uninterrupted).summary["flops"]
+
+
+def test_second_process_is_refused_and_ctrl_c_resumes_exactly(uninterrupted, tmp_path, capsys):
+    """Two processes on one run directory: the second gets one line naming the first (which goes on
+    undisturbed); Ctrl-C then stops the first with exit 130 and where it stood, and --resume finishes the
+    run with exactly the uninterrupted numbers."""
+    out = tmp_path / "run"
+    proc = child(out, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        lock = out / ".lock"
+        if (out / "checkpoint.pt").exists() and lock.exists() and f"pid {proc.pid} " in lock.read_text():
+            break
+        time.sleep(0.02)
+    assert run.main([*LONG, "--out", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    proc.send_signal(signal.SIGINT)
+    _, child_err = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before it could be interrupted (machine too fast for this test)")
+    assert len(err.splitlines()) == 1 and f"error: run directory {out} is in use by pid {proc.pid} on host" in err
+    assert proc.returncode == 130, child_err
+    assert re.fullmatch(r"error: interrupted at step \d+; continue with --resume", child_err.strip()), child_err
+    assert not (out / "summary.json").exists()
+    assert run.main([*LONG, "--out", str(out), "--resume"]) == 0
+    assert numbers(out) == numbers(uninterrupted)
+
+
+def test_a_crashed_lock_holder_does_not_block(tmp_path, capsys):
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from runs.lock import RunLock; "
+                               "RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)", str(out)],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert run.main([*SCRATCH, "--out", str(out)]) == 2
+        assert f"is in use by pid {holder.pid} " in capsys.readouterr().err
+        assert sorted(p.name for p in out.iterdir()) == [".lock"]       # refused: nothing written
+    finally:
+        holder.kill()                                  # SIGKILL: the kernel drops its lock
+        holder.wait()
+    assert run.main([*SCRATCH, "--out", str(out)]) == 0 and load_run(out).complete
+
+
+def test_killed_after_the_last_step_resume_checks_and_overwrite(tmp_path, capsys):
+    """A run killed between its final checkpoint and summary.json finishes on --resume exactly as it would
+    have; --resume refuses another seed, small model or recipe; --overwrite leaves nothing of the old run."""
+    args = ["--method", "ligo", *TINY, "--set", "eval_every=2"]
+    out = tmp_path / "run"
+    assert run.main([*args, "--out", str(out)]) == 0
+    whole, operator = load_run(out), (out / "ligo_operator.pt").read_bytes()
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["state"]["step"] == whole.config["task"]["recipe"]["steps"]
+    (out / "summary.json").unlink()
+    shutil.rmtree(out / "model")                       # the kill came before the export too
+    assert run.main([*args, "--out", str(out), "--resume"]) == 0
+    again = load_run(out)
+    assert again.summary == whole.summary and again.metrics == whole.metrics
+    assert (out / "ligo_operator.pt").read_bytes() == operator          # the fit's operator is not replaced
+    from transformers import AutoTokenizer
+    assert AutoTokenizer.from_pretrained(out / "model").model_max_length == 32     # the model's positions
+    capsys.readouterr()
+
+    (out / "summary.json").unlink()
+    before = snapshot(out)
+    cached_small = Path(whole.config["small"]["path"]) / "model"
+    for extra, needle in ((["--seed", "3"], "seed 0, not 3; resume needs the same --seed"),
+                          (["--small", str(cached_small)], "grown from the cached small model; resume needs the same"),
+                          (["--set", "lr=0.5"], "another configuration (differs in: recipe)")):
+        assert run.main([*args, "--out", str(out), "--resume", *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and needle in err, err
+    assert snapshot(out) == before
+    assert run.main([*args, "--out", str(out), "--resume"]) == 0
+
+    (out / "eval.json").write_text("{}")             # as an evaluation would have left it
+    assert run.main(["--evaluate", str(out), "--set", "epochs=0"]) == 2
+    assert "evaluation epochs must be a number > 0, got 0" in capsys.readouterr().err
+    damaged = tmp_path / "damaged"
+    shutil.copytree(out, damaged)
+    (damaged / "config.json").write_text("{not json")
+    for call in (["--evaluate", str(damaged)], [*args, "--out", str(damaged), "--resume"]):
+        assert run.main(call) == 2
+        assert f"error: {damaged / 'config.json'}: not valid JSON" in capsys.readouterr().err
+    assert run.main(["--method", "scratch", *TINY, "--out", str(out), "--overwrite"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [".lock", "checkpoint.pt", "config.json", "metrics.jsonl", "model", "summary.json"])
+    assert load_run(out).method == "scratch"
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_temporary(tmp_path, capsys):
+    """A write that fails (here: a file-size limit, as a full disk does) names the file, exits non-zero and
+    leaves no temporary file; the partial record can be resumed."""
+    from tasks import get_task
+    get_task("bert_small_base", "tiny").pretrain_data()      # the data caches exist before the limit
+    out = tmp_path / "run"
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)    # the write fails (EFBIG) instead of killing us
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, hard))
+    try:
+        code = run.main([*SCRATCH, "--out", str(out)])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err == f"error: {out / 'checkpoint.pt'}: File too large", err
+    assert not list(out.rglob("*.tmp")) and not (out / "summary.json").exists()
+    assert run.main([*SCRATCH, "--out", str(out), "--resume"]) == 0 and load_run(out).complete
 
 
 def test_same_seed_same_numbers(tmp_path):
@@ -101,33 +227,94 @@ def wrong_models(tmp_path_factory):
     return base
 
 
-BAD = [  # (arguments, what the one-line error must say)
+def bad_inputs(base: Path) -> None:
+    """Files the table's cases point at, made inside the snapshotted directory so that 'unchanged' covers them."""
+    (base / "empty.txt").write_text("")
+    (base / "binary.dat").write_bytes(bytes(range(256)) * 8)
+    (base / "five.txt").write_text("one two three four five\n")
+    (base / "afile").write_text("a file\n")
+    (base / "exported").mkdir()                             # a user's model directory: config.json, not a run's
+    (base / "exported" / "config.json").write_text('{"model_type": "bert"}')
+    (base / "orphan").mkdir()                               # checkpoint and metrics without their config.json
+    (base / "orphan" / "checkpoint.pt").write_bytes(b"weights")
+    (base / "orphan" / "metrics.jsonl").write_text('{"step": 4}\n')
+
+
+BAD = [  # (arguments, what the one-line error must say); {tmp}: the test's directory, --out {tmp}/out if none given
     (["--method", "lgo", *TINY], "did you mean 'ligo'"),
     (["--method", "scratch", "--task", "bert_smal_base", "--scale", "tiny"], "unknown task"),
     (["--method", "scratch", "--task", "bert_small_base", "--scale", "big"], "unknown scale 'big'"),
-    (["--method", "scratch", *TINY, "--set", "learning_rate=1"], "unknown key 'learning_rate'"),
-    (["--method", "scratch", *TINY, "--set", "=3"], "malformed --set '=3'"),
-    (["--method", "scratch", *TINY, "--set", "batch_size=four"], "expected int"),
+    ([*SCRATCH, "--set", "learning_rate=1"], "unknown key 'learning_rate'"),
+    ([*SCRATCH, "--set", "=3"], "malformed --set '=3'"),
+    ([*SCRATCH, "--set", "batch_size=four"], "expected int"),
     (["--method", "stackbert", *TINY, "--small", "{wrong}/gpt2"], "holds a gpt2 model, but task bert_small_base grows a bert model"),
     (["--method", "stackbert", *TINY, "--small", "{wrong}/bert3"], "holds bert 3L/64H/2 heads"),
     (["--method", "stackbert", *TINY, "--small", "{wrong}/nowhere"], "no such directory"),
-    (["--method", "scratch", *TINY, "--set", "large.layers=0"], "layers must be positive"),
-    (["--method", "scratch", *TINY, "--set", "small.layers=3"], "shrinks in layers"),
-    (["--method", "scratch", *TINY, "--set", "large.heads=5"], "heads (5) must divide hidden (96)"),
+    ([*SCRATCH, "--set", "large.layers=0"], "layers must be positive"),
+    ([*SCRATCH, "--set", "small.layers=3"], "shrinks in layers"),
+    ([*SCRATCH, "--set", "large.heads=5"], "heads (5) must divide hidden (96)"),
     (["--method", "scratch", "--task", "deit_s_b", "--scale", "mini", "--quiet", "--set", "data_path={wrong}/none"],
      "fashion"),
+    # recipe values: refused before anything is written (they used to train uphill, record NaN or crash later)
+    ([*SCRATCH, "--set", "grad_clip=-1"], "grad_clip must be a finite number >= 0"),
+    ([*SCRATCH, "--set", "grad_accum=0"], "grad_accum must be an integer >= 1, got 0"),
+    ([*SCRATCH, "--set", "eval_batches=0"], "eval_batches must be an integer >= 1"),
+    ([*SCRATCH, "--set", "steps=-5"], "steps must be an integer >= 0"),
+    ([*SCRATCH, "--set", "warmup=-1"], "warmup must be an integer >= 0"),
+    ([*SCRATCH, "--set", "warmup=9"], "warmup (9) must not exceed steps (8)"),
+    ([*SCRATCH, "--set", "eval_every=-5"], "eval_every must be an integer >= 1"),
+    ([*SCRATCH, "--set", "eval_every=0"], "eval_every must be an integer >= 1"),
+    ([*SCRATCH, "--set", "log_every=0"], "log_every must be an integer >= 1"),
+    ([*SCRATCH, "--set", "seq_len=64"], "seq_len (64) exceeds the positions"),
+    ([*SCRATCH, "--set", "adam_betas=0.5"], "adam_betas must be a pair"),
+    ([*SCRATCH, "--set", "adam_betas=0.9,1.5"], "adam_betas must be a pair"),
+    ([*SCRATCH, "--set", "batch_size=0"], "batch_size must be an integer >= 1"),
+    ([*SCRATCH, "--set", "batch_size=-1"], "batch_size must be an integer >= 1"),
+    ([*SCRATCH, "--set", "lr=-1"], "lr must be a finite number > 0"),
+    ([*SCRATCH, "--set", "lr=nan"], "lr must be a finite number > 0"),
+    ([*SCRATCH, "--set", "adam_eps=0"], "adam_eps must be a finite number > 0"),
+    ([*SCRATCH, "--set", "weight_decay=-0.1"], "weight_decay must be a finite number >= 0"),
+    ([*SCRATCH, "--set", "schedule=bogus"], "schedule must be one of linear"),
+    ([*SCRATCH, "--set", "schedule=reduce_lr_on_plateau"], "schedule must be one of linear"),
+    ([*SCRATCH, "--seed", "-1"], "--seed must be an integer >= 0"),
+    (["--method", "mslt", *TINY, "--steps", "1", "--set", "warmup=0"], "mslt needs at least 2 steps"),
+    # paths
+    ([*SCRATCH, "--set", "data_path="], "data_path is empty"),
+    ([*SCRATCH, "--set", "data_path={tmp}/empty.txt"], "empty.txt holds no text"),
+    ([*SCRATCH, "--set", "data_path={tmp}/binary.dat"], "binary.dat is not a UTF-8 text file"),
+    ([*SCRATCH, "--set", "data_path={tmp}/five.txt"], "five.txt holds one line of text"),
+    ([*SCRATCH, "--set", "data_path={tmp}/missing.txt"], "missing.txt does not exist"),
+    ([*SCRATCH, "--set", "tokenizer=no-such-tokenizer"], "tokenizer 'no-such-tokenizer' cannot be loaded"),
+    (["--method", "scratch", "--task", "deit_s_b", "--scale", "tiny", "--quiet", "--set", "data_path=README.md"],
+     "digits data set is embedded"),
+    ([*SCRATCH, "--out", ""], "--out is empty"),
+    ([*SCRATCH, "--out", "{tmp}/afile"], "afile is a file, not a directory"),
+    ([*SCRATCH, "--out", "{tmp}/afile/run"], "afile is a file, not a directory"),
+    ([*SCRATCH, "--out", "{tmp}/exported"], "is not a run directory"),
+    ([*SCRATCH, "--out", "{tmp}/exported", "--overwrite"], "is not a run directory"),
+    ([*SCRATCH, "--out", "{tmp}/orphan", "--resume"], "holds checkpoint.pt, metrics.jsonl but no config.json"),
+    ([*SCRATCH, "--out", "{tmp}/orphan", "--overwrite"], "holds checkpoint.pt, metrics.jsonl but no config.json"),
+    ([*SCRATCH, "--resume", "--overwrite"], "contradict each other"),
 ]
 
 
 @pytest.mark.parametrize("args,needle", BAD, ids=[b[1][:30] for b in BAD])
 def test_bad_input_table(args, needle, wrong_models, tmp_path, capsys):
-    args = [a.replace("{wrong}", str(wrong_models)) for a in args]
-    out = tmp_path / "out"
-    before = snapshot(tmp_path)
-    assert run.main([*args, "--out", str(out)]) == 2
+    bad_inputs(tmp_path)
+    args = [a.replace("{wrong}", str(wrong_models)).replace("{tmp}", str(tmp_path)) for a in args]
+    if "--out" not in args:
+        args += ["--out", str(tmp_path / "out")]
+    before, cache = snapshot(tmp_path), temporaries()
+    assert run.main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and len(err.splitlines()) == 1 and needle.lower() in err.lower(), err
-    assert snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before and temporaries() == cache
+
+
+def temporaries() -> set:
+    """Temporary files in the tokenizer/token-id cache: a refused corpus must leave none behind."""
+    root = Path(os.environ.get("GROWBENCH_CACHE") or "~/.cache/growbench").expanduser()
+    return set(root.rglob("*.tmp"))
 
 
 def test_resume_refuses_corrupt_checkpoint_and_other_task(tmp_path, capsys):
@@ -145,3 +332,60 @@ def test_resume_refuses_corrupt_checkpoint_and_other_task(tmp_path, capsys):
                      "--out", str(out), "--resume"]) == 2
     assert "another task" in capsys.readouterr().err
     assert snapshot(out) == before
+
+
+OTHER_CLIS = [  # (module, arguments, what the one-line error must say): refused before anything is written
+    ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/afile"], "afile: it is a file"),
+    ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/results", "--formats", "png", "jpgx"],
+     "--formats jpgx: not a figure format"),
+    ("bench.sweeps", ["bert", "--methods", "ligoo", "--dry-run"], "did you mean 'ligo'"),
+    ("bench.sweeps", ["bertt", "--dry-run"], "unknown sweep 'bertt'; did you mean 'bert'"),
+]
+
+
+@pytest.mark.parametrize("module,args,needle", OTHER_CLIS, ids=[c[2][:30] for c in OTHER_CLIS])
+def test_analysis_and_sweep_clis_refuse_bad_input(module, args, needle, tmp_path, capsys):
+    import importlib
+    bad_inputs(tmp_path)
+    before = snapshot(tmp_path)
+    main = importlib.import_module(f"{module}.__main__" if module == "analysis" else module).main
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1 and needle in err, err
+    assert snapshot(tmp_path) == before
+
+
+def test_small_model_cache_key_follows_the_data_and_the_tokenizer(tmp_path):
+    """A growth run on a local corpus must not grow from a small model pretrained on another one."""
+    from runs.experiment import small_cache_dir
+    from tasks import get_task
+    task = get_task("bert_small_base", "tiny")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("one corpus\nof two lines\n")
+    local = small_cache_dir(task.with_(data_path=str(corpus)), 0)
+    assert local != small_cache_dir(task, 0)
+    corpus.write_text("another corpus, edited\nof two lines\n")
+    assert small_cache_dir(task.with_(data_path=str(corpus)), 0) != local
+    saved = tmp_path / "tokenizer"
+    saved.mkdir()
+    (saved / "tokenizer.json").write_text("{}")
+    first = small_cache_dir(task.with_(tokenizer=str(saved)), 0)
+    (saved / "tokenizer.json").write_text('{"edited": true}')
+    assert small_cache_dir(task.with_(tokenizer=str(saved)), 0) != first
+
+
+def test_every_allowed_schedule_is_one_the_trainer_can_drive():
+    from transformers import SchedulerType, get_scheduler
+    from tasks.task import SCHEDULES
+    for name in SCHEDULES:
+        assert name in {t.value for t in SchedulerType}
+        optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+        scheduler = get_scheduler(name, optimizer, num_warmup_steps=2, num_training_steps=8)
+        for _ in range(8):
+            optimizer.step()
+            scheduler.step()         # as the trainer calls it: no metric
+
+
+def test_os_errors_print_their_reason_and_path_not_their_number():
+    assert run.error_line(FileExistsError(17, "File exists", "/x/run")) == "error: /x/run: File exists"
+    assert run.error_line(FileNotFoundError("no such thing\nsecond line")) == "error: no such thing second line"

@@ -112,6 +112,37 @@ class PretrainData:
         return f"{type(self).__name__}({self.objective}, {extra}, train={self.n_train}, valid={self.n_valid})"
 
 
+def check_data_path(source: str, objective: str, path: str | None) -> None:
+    """One-line refusal of a local data path that cannot make a run, before anything is trained or written."""
+    if path is None:
+        return
+    if not str(path).strip():
+        raise ValueError("data_path is empty; give a path (or leave it out for the task's default data)")
+    if objective == "image":
+        from .vision import check_image_path
+        check_image_path(source, path)
+    else:
+        from .text import check_local_text
+        check_local_text(path)
+
+
+def data_key(source: str, objective: str, path: str | None) -> str:
+    """What identifies the data a model was trained on: the source's name, or for a local copy a hash of its
+    files' names, sizes and mtimes (text: the corpus cache key; images: the directory's top level, which
+    holds the idx files, or ImageNet's train/ and val/)."""
+    if path is None:
+        return source
+    if objective != "image":
+        from .text import corpus_key
+        return corpus_key(source, path)
+    import hashlib
+    import os
+    root = os.path.abspath(os.path.expanduser(path))
+    entries = sorted(os.scandir(root), key=lambda e: e.name) if os.path.isdir(root) else []
+    sig = "|".join([root] + [f"{e.name}:{e.stat().st_size}:{e.stat().st_mtime}" for e in entries])
+    return f"{source}-local-{hashlib.sha1(sig.encode()).hexdigest()[:8]}"
+
+
 def load_pretrain_data(source: str, objective: str, *, seq_len: int = 128, vocab_size: int | None = None,
                        tokenizer: str | None = None, image_size: int | None = None, path: str | None = None,
                        cache_dir: str | None = None) -> PretrainData:
@@ -135,4 +166,5 @@ def load_pretrain_data(source: str, objective: str, *, seq_len: int = 128, vocab
                           path=path, cache_dir=cache_dir)
 
 
-__all__ = ["PretrainData", "load_pretrain_data", "batch_indices", "derive_seed"]
+__all__ = ["PretrainData", "check_data_path", "data_key", "load_pretrain_data", "batch_indices",
+           "derive_seed"]

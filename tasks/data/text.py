@@ -60,6 +60,39 @@ def _local_files(path: str) -> tuple[list[str], list[str]]:
     return train, valid
 
 
+TEXT_SNIFF = 1 << 16  # bytes of each file looked at to tell text from binary
+
+
+def check_local_text(path: str) -> None:
+    """Refuse, in one line and before any tokenizer is trained or cache written, a local corpus that cannot
+    make a run: missing, binary, empty, or (one file, no validation file) too short to hold out a line. Reads
+    only the head of each file, so a paper-scale corpus costs nothing."""
+    train, valid = _local_files(path)
+    for f in train + valid:
+        with open(f, "rb") as fh:
+            head = fh.read(TEXT_SNIFF)
+        binary = b"\0" in head
+        if not binary:
+            try:
+                head.decode("utf-8")
+            except UnicodeDecodeError as e:     # but a multi-byte character cut by the sniff is text
+                binary = e.reason != "unexpected end of data"
+        if binary:
+            raise ValueError(f"data_path {f} is not a UTF-8 text file (binary content); give text files, "
+                             "one document a line")
+    lines = 0
+    for f in train:
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            lines += sum(1 for _, line in zip(range(2), (ln for ln in fh if ln.strip())))
+        if lines >= 2:
+            break
+    if lines == 0:
+        raise ValueError(f"data_path {path} holds no text (the training files are empty)")
+    if lines < 2 and not valid:
+        raise ValueError(f"data_path {path} holds one line of text: too little to train on and hold out a "
+                         "validation line; give a larger corpus (one document a line)")
+
+
 def corpus_key(source: str, path: str | None) -> str:
     """Cache key of a corpus: its name, or for local files a hash of their names, sizes and mtimes
     (editing the files then invalidates the caches)."""
@@ -180,12 +213,21 @@ def load_tokenizer(tokenizer: str, objective: str, source: str, path: str | None
             limit = None if key == "ptb" or path is not None else TOKENIZER_TRAIN_DOCS
             raw = _train_tokenizer(tokenizer, vocab_size, iter_documents(source, "train", path, limit, cache_root))
             tdir.mkdir(parents=True, exist_ok=True)
-            tmp = f"{file}.{os.getpid()}.tmp"
-            raw.save(tmp)
-            os.replace(tmp, file)  # atomic: concurrent runs never read half a file
+            tmp = Path(f"{file}.{os.getpid()}.tmp")
+            try:
+                raw.save(str(tmp))
+                os.replace(tmp, file)  # atomic: concurrent runs never read half a file
+            finally:
+                tmp.unlink(missing_ok=True)
         return _wrap(Tokenizer.from_file(str(file)), tokenizer, objective), tdir
     from transformers import AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(tokenizer)
+    try:
+        tok = AutoTokenizer.from_pretrained(tokenizer)
+    except (OSError, ValueError):     # the hub's own message is many lines (and names no fix)
+        offline = " (the hub is offline here)" if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true") else ""
+        raise ValueError(f"tokenizer '{tokenizer}' cannot be loaded: it is not {' or '.join(TRAINED_TOKENIZERS)} "
+                         f"(trained here), a saved tokenizer directory, or a hub tokenizer we can reach"
+                         f"{offline}") from None
     if objective == "clm" and tok.pad_token is None and tok.eos_token is not None:
         tok.pad_token = tok.eos_token  # GPT-2 ships without a pad token
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", tokenizer.strip("/"))[-60:]
@@ -234,19 +276,24 @@ def token_ids(tok, docs, sep: int, file: Path) -> np.ndarray:
             n += total
             chunk.clear()
 
-        with open(raw, "wb") as out:
-            for doc in docs:
-                chunk.append(doc)
-                if len(chunk) == ENCODE_CHUNK:
+        try:
+            with open(raw, "wb") as out:
+                for doc in docs:
+                    chunk.append(doc)
+                    if len(chunk) == ENCODE_CHUNK:
+                        flush(out)
+                if chunk:
                     flush(out)
-            if chunk:
-                flush(out)
-        with open(tmp, "wb") as out, open(raw, "rb") as src:
-            np.lib.format.write_array_header_1_0(
-                out, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)})
-            shutil.copyfileobj(src, out, 1 << 24)
-        os.replace(tmp, file)
-        raw.unlink()
+            with open(tmp, "wb") as out, open(raw, "rb") as src:
+                np.lib.format.write_array_header_1_0(
+                    out, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)})
+                shutil.copyfileobj(src, out, 1 << 24)
+            os.replace(tmp, file)
+        except OSError as e:  # a full disk: name the cache file (the write error itself names none)
+            raise OSError(e.errno, e.strerror, str(file)) from None
+        finally:              # failed or interrupted: no half-written file stays in the cache
+            raw.unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
     return np.load(file, mmap_mode="r")
 
 
@@ -319,6 +366,8 @@ def load_text_data(source: str, objective: str, *, seq_len: int = 128, vocab_siz
     BPE for CLM; `vocab_size` sizes a trained tokenizer (default 8192 on PTB, 30522/50265 at paper scale)
     and is ignored for hub/saved tokenizers, whose vocabulary is what it is (`.vocab_size` reports it)."""
     tokenizer = tokenizer or ("wordpiece" if objective == "mlm" else "bytelevel_bpe")
+    if path is not None:
+        check_local_text(path)
     root = Path(os.environ.get("GROWBENCH_CACHE") or DEFAULT_CACHE) / "tokenizers"
     cache_root = Path(cache_dir or root).expanduser()
     tok, ids_dir = load_tokenizer(tokenizer, objective, source, path, vocab_size, cache_root)

@@ -74,17 +74,21 @@ def _read_idx(file: Path) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
+FASHION_MNIST_FILES = ("train-images-idx3", "train-labels-idx1", "t10k-images-idx3", "t10k-labels-idx1")
+
+
+def _fashion_file(root: Path, prefix: str) -> Path:
+    for name in (f"{prefix}-ubyte.gz", f"{prefix}-ubyte"):
+        if (root / name).exists():
+            return root / name
+    raise FileNotFoundError(
+        f"Fashion-MNIST not found: looked for {prefix}-ubyte[.gz] in {root}; install it with "
+        f"`apt-get install dataset-fashion-mnist` (puts it in {FASHION_MNIST_DIR}) or pass path=DIR holding the idx files")
+
+
 def load_fashion_mnist_data(path: str | None = None, image_size: int | None = None) -> TensorImageData:
     root = Path(path or FASHION_MNIST_DIR).expanduser()
-
-    def find(prefix: str) -> Path:
-        for name in (f"{prefix}-ubyte.gz", f"{prefix}-ubyte"):
-            if (root / name).exists():
-                return root / name
-        raise FileNotFoundError(
-            f"Fashion-MNIST not found: looked for {prefix}-ubyte[.gz] in {root}; install it with "
-            f"`apt-get install dataset-fashion-mnist` (puts it in {FASHION_MNIST_DIR}) or pass path=DIR holding the idx files")
-
+    find = lambda prefix: _fashion_file(root, prefix)  # noqa: E731
     arrays = {split: (_read_idx(find(f"{p}-images-idx3")), _read_idx(find(f"{p}-labels-idx1")))
               for split, p in (("train", "train"), ("valid", "t10k"))}
     return TensorImageData({s: torch.from_numpy(a[0].copy()) for s, a in arrays.items()},
@@ -150,7 +154,27 @@ def load_imagenet_data(path: str | None = None, image_size: int | None = None) -
                         splits["train"].features["label"].num_classes, image_size)
 
 
+def check_image_path(source: str, path: str | None) -> None:
+    """Refuse, in one line, a local path this image source cannot read (checked before a run starts): the
+    embedded digits take none, the others need a directory."""
+    if path is None:
+        return
+    if source == "digits":
+        raise ValueError(f"data_path {path}: the digits data set is embedded (scikit-learn) and reads no local "
+                         "files; leave data_path out (Fashion-MNIST and ImageNet tasks take one)")
+    p = Path(path).expanduser()
+    if p.is_file():
+        need = {"fashion_mnist": "the Fashion-MNIST idx files", "imagenet": "train/ and val/ (ImageFolder layout)"}
+        raise ValueError(f"data_path {p} is a file; {source} needs a directory holding {need[source]}")
+    if source == "fashion_mnist":
+        for prefix in FASHION_MNIST_FILES:
+            _fashion_file(p, prefix)
+    elif not ((p / "train").is_dir() and (p / "val").is_dir()):
+        raise FileNotFoundError(f"ImageNet folder {p} needs train/ and val/ subdirectories (ImageFolder layout)")
+
+
 def load_image_data(source: str, *, image_size: int | None = None, path: str | None = None) -> PretrainData:
+    check_image_path(source, path)
     if source == "digits":
         return load_digits_data(image_size)
     if source == "fashion_mnist":

@@ -14,7 +14,6 @@ results, with the recipe, options and seeds that produced them, into RUN_DIR/eva
 """
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -161,15 +160,13 @@ def evaluate_run(run_dir, suites: list[str] | None = None, only: list[str] | Non
     """Evaluate a finished run and merge the results into RUN_DIR/eval.json (returns the whole file). The
     file is rewritten as each suite finishes, so a later suite's failure keeps the earlier ones' results;
     bad input is refused by `plan` before anything runs."""
-    from runs.record import load_run, write_json_atomic
+    from runs.lock import RunLock
+    from runs.record import load_run, read_json, write_json_atomic
     options = options or EvalOptions()
     pre = Pretrained.from_run(run_dir)
     run = load_run(Path(run_dir))
     planned = plan(pre.kind, suites, only, pre.task.get("scale"), pre.task.get("evals"))
     path = Path(run_dir) / EVAL_FILE
-    record = json.loads(path.read_text()) if path.exists() else {}
-    record.update({"run": str(Path(run_dir)), "task": run.task, "scale": pre.task.get("scale"),
-                   "method": run.method, "run_seed": run.config.get("seed"), "last_evaluated": []})
 
     def merge(name: str, res: dict) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -181,7 +178,11 @@ def evaluate_run(run_dir, suites: list[str] | None = None, only: list[str] | Non
         record["last_evaluated"].append(name)
         write_json_atomic(path, record)
 
-    run_suites(pre, planned, options, log, done=merge)
+    with RunLock(run_dir):     # one process at a time: two evaluations merging into eval.json would lose one's
+        record = read_json(path) if path.exists() else {}
+        record.update({"run": str(Path(run_dir)), "task": run.task, "scale": pre.task.get("scale"),
+                       "method": run.method, "run_seed": run.config.get("seed"), "last_evaluated": []})
+        run_suites(pre, planned, options, log, done=merge)
     return record
 
 

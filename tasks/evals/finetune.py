@@ -18,6 +18,35 @@ import numpy as np
 import torch
 
 
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# option -> (test, what it must be): a recipe and every --set of an evaluation are checked against these before
+# anything trains (an `epochs=0` run would train a step and record epochs 0)
+RULES = {
+    "epochs": (lambda v: _finite(v) and v > 0, "a number > 0"),
+    "lr": (lambda v: _finite(v) and v > 0, "a number > 0"),
+    "batch_size": (lambda v: isinstance(v, int) and v >= 1, "an integer >= 1"),
+    "seeds": (lambda v: len(v) > 0 and all(isinstance(s, int) and s >= 0 for s in v), "integers >= 0"),
+    "weight_decay": (lambda v: _finite(v) and v >= 0, "a number >= 0"),
+    "warmup_ratio": (lambda v: _finite(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    "grad_clip": (lambda v: _finite(v) and v >= 0, "a number >= 0 (0: no clipping)"),
+    "max_steps": (lambda v: v is None or (isinstance(v, int) and v >= 1), "an integer >= 1"),
+    "eval_batch_size": (lambda v: isinstance(v, int) and v >= 1, "an integer >= 1"),
+    "max_train": (lambda v: isinstance(v, int) and v >= 1, "an integer >= 1"),
+    "max_eval": (lambda v: isinstance(v, int) and v >= 1, "an integer >= 1"),
+    "max_seq_len": (lambda v: isinstance(v, int) and v >= 4, "an integer >= 4"),
+    "null_threshold": (_finite, "a finite number"),
+    "workers": (lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
+}
+
+
+def check_value(key: str, value) -> None:
+    if key in RULES and value is not None and not RULES[key][0](value):
+        raise ValueError(f"evaluation {key} must be {RULES[key][1]}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class FinetuneRecipe:
     epochs: float
@@ -31,6 +60,10 @@ class FinetuneRecipe:
     grad_clip: float = 1.0
     max_steps: int | None = None         # stop early (quick looks; None: the full epochs)
     eval_batch_size: int = 64
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            check_value(f.name, getattr(self, f.name))
 
     def with_(self, **changes) -> "FinetuneRecipe":
         return dataclasses.replace(self, **changes)
@@ -97,6 +130,7 @@ class EvalOptions:
             except ValueError:
                 expected = "comma-separated integers, e.g. seeds=0,1,2" if key == "seeds" else kind.replace(" | None", "")
                 raise ValueError(f"--set {key}={raw}: expected {expected}") from None
+            check_value(key, value)
             if key == "optimizer" and value not in ("adamw", "sgd"):
                 raise KeyError(unknown("optimizer", value, ("adamw", "sgd")))
             if key == "schedule":

@@ -9,9 +9,9 @@ SQuAD: EM and F1 as the official evaluation scripts compute them — v1.1 (Rajpu
 (Rajpurkar et al. 2018). Both normalise answers the same way (lower case, drop punctuation, drop the
 articles a/an/the, collapse whitespace), take the maximum over the gold answers, and report percentages.
 They differ on empty strings: v1.1's F1 of an empty prediction is 0 even against an empty gold, while
-v2.0 scores two empty token lists as a match (that is how an unanswerable question is scored), treats a
-question whose gold answers all normalise to "" as unanswerable, and reports HasAns/NoAns breakdowns and
-the best no-answer threshold. Every score here is a percentage (0-100), as in the paper's tables.
+v2.0 scores two empty token lists as a match (that is how an unanswerable question is scored), counts a
+question as answerable iff its gold answer list is non-empty (even if the answers normalise to ""), and
+reports HasAns/NoAns breakdowns and the best no-answer threshold. Every score here is a percentage (0-100), as in the paper's tables.
 """
 from __future__ import annotations
 
@@ -141,13 +141,14 @@ def squad_v1_scores(gold: dict[str, list[str]], predictions: dict[str, str]) -> 
 
 
 def squad_v2_raw(gold: dict[str, list[str]], predictions: dict[str, str]) -> tuple[dict, dict, dict]:
-    """Per-question (exact, f1, has_answer) as the v2.0 script computes them: gold answers that normalise
-    to "" are dropped, and a question left with none is unanswerable (its gold becomes [""])."""
+    """Per-question (exact, f1, has_answer) as the v2.0 script computes them: a question is answerable iff its
+    gold answer list is non-empty (make_qid_to_has_ans), even when every answer normalises to "" (say "The");
+    for scoring, gold answers that normalise to "" are dropped and a question left with none is scored
+    against [""] (get_raw_scores)."""
     exact, f1, has = {}, {}, {}
     for qid, answers in gold.items():
-        refs = [a for a in answers if normalize_answer(a)]
-        has[qid] = bool(refs)
-        refs = refs or [""]
+        has[qid] = bool(answers)
+        refs = [a for a in answers if normalize_answer(a)] or [""]
         if qid not in predictions:
             continue
         pred = predictions[qid]

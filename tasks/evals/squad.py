@@ -45,7 +45,8 @@ def read_squad_json(path, v2: bool) -> list[dict]:
 
     def need(obj, key, kind, where):
         if not isinstance(obj, dict) or not isinstance(obj.get(key), kind):
-            raise ValueError(f"{path}: {where} lacks {key!r} ({kind.__name__}); expected {FORMAT}")
+            kinds = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+            raise ValueError(f"{path}: {where} lacks {key!r} ({kinds}); expected {FORMAT}")
         return obj[key]
 
     out = []
