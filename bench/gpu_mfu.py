@@ -4,8 +4,9 @@ SDPA attention, against the card's dense bf16 peak; the same steps in a minimal 
 (target 1 on the GPU).
 
 MFU = model FLOPs per second / dense bf16 peak. Model FLOPs are growbench's analytic count (models/*.py
-forward_flops, backward = 2 x forward; attention scores included; 2 FLOPs per multiply-add): what the model
-needs, not what the hardware executed (no recomputation counted). Peaks are looked up by device name
+forward_flops, backward = 2 x forward; attention scores included; 2 FLOPs per multiply-add; BERT's MLM head on
+the masked positions only, as the trainer runs it): what the model needs, not what the hardware executed (no
+recomputation counted). Peaks are looked up by device name
 (PEAK_TFLOPS, dense, without 2:4 sparsity) or given with --peak-tflops.
 
 Data are synthetic token batches (uniform ids; 15% masked for BERT's MLM, next-token labels for GPT-2): the
@@ -75,6 +76,20 @@ class SyntheticTokens(PretrainData):
         return {"input_ids": ids.masked_fill(masked, 4), "labels": ids.masked_fill(~masked, -100)}
 
 
+def window_flops(task, data, batch: int, first: int, stop: int) -> float:
+    """Model FLOPs of training steps [first, stop) on the batches the runs see: a masked LM decodes only its
+    masked positions (models/bert.py), so its step's cost follows each batch's mask count."""
+    from bench.throughput import SEED
+    from models import get_family
+    from models.flops import backward_flops
+    family = get_family(task.family)
+    total = 0.0
+    for step in range(first, stop):
+        fwd = family.batch_flops(task.large, data.train_batch(step, batch, SEED))
+        total += fwd.total + backward_flops(fwd)
+    return total
+
+
 def measure(name: str, args, device) -> dict:
     task_name, default_batch = MODELS[name]
     task = get_task(task_name, scale="paper")
@@ -86,7 +101,7 @@ def measure(name: str, args, device) -> dict:
     data = SyntheticTokens(task.objective, task.large.vocab, r.seq_len)
     timed = r.steps - 2 * r.log_every
     tokens = timed * batch * r.seq_len
-    flops = timed * task.train_flops(batch)                # analytic, forward + backward
+    flops = window_flops(task, data, batch, r.log_every, r.steps - r.log_every)   # analytic, forward + backward
     trainer_run(task, data, device, args.compile)          # warm-up: kernels, allocator, compile
     times = {"trainer": [], "raw": []}
     for i in range(args.repeats):
