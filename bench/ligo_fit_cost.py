@@ -124,7 +124,7 @@ def paper_fraction() -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--batch", type=int, default=32)     # mini text recipe: batch 32, seq 64
+    ap.add_argument("--batch", type=int, default=64)     # mini text recipe: batch 64, seq 64
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--device", default="cpu", help="cpu | cuda: where both steps run")
