@@ -10,6 +10,13 @@ width_init="net2net", depth_init="stackbert") that is Net2Net's function-preserv
 bit for bit, tied output layers included (Proposition 1; methods/ligo_operator.py says why the IN side is B's
 pseudo-inverse and not the literal B of Alg. 1). The fit therefore starts from the best fixed operator.
 
+A copy init is a symmetric point: a copied unit and its source get equal gradients, in the fit and in training,
+unless something tells them apart. Dropout does (BERT, GPT-2); a model without dropout (our ViT/DeiT and CaiT)
+keeps every copy equal to its source forever, so Net2Net, StackBERT and LiGO from their init never use the extra
+width (tests/test_ligo.py shows it for the fit). `fit_noise` adds N(0, noise^2/n1) to the new units' rows of
+every width matrix before a fit (Net2Net's own paper adds noise for the same reason); it is 0 by default, so
+that LiGO is exactly what the paper and Proposition 1 describe, and never applies with fit_steps=0.
+
 The fit runs where the small model lives, which is the run's device (runs/experiment.py moves it there): the
 operator, the large skeleton and the batches go to that device, and the large model's forward/backward runs
 under bf16 autocast when the recipe says `bf16` (the materialisation itself stays float32).
@@ -56,6 +63,7 @@ class LigoConfig(Config):
     depth_init: str = "stackbert"        # | "interpolation" | "stackbert_noisy" (official README)
     width_init: str = "net2net"          # | "random" (official README: normalised uniform rows)
     init_noise: float = 0.03             # official --fuse_init_noise default (stackbert_noisy)
+    fit_noise: float = 0.0               # symmetry-breaking noise on new units' width rows before a fit (above)
     seed: int = 0                        # operator init (Net2Net maps: the same seed gives net2net's maps)
     # Optimiser of the operator fit (prefixed fit_ so that `--set lr=...` keeps meaning the training recipe):
     # official run_grow_distributed.py `train` (transformers AdamW over every operator coefficient -- none
@@ -130,6 +138,8 @@ class FitSession:
         self.device = next(iter(self.canon.embed.values())).device     # the run's device (the small model's)
         self.bf16 = bool(getattr(getattr(task, "recipe", None), "bf16", False))
         self.op = method.build_operator(self.canon, task)
+        if c.fit_noise:
+            self.op.break_symmetry(c.fit_noise, c.seed)
         with torch.random.fork_rng(devices=[]):     # the skeleton's random init must not shift the run's RNG
             self.skeleton = self.family.build(task.large).to(self.device)
         self.skeleton.train()                       # official fit runs model.train(): dropout on

@@ -254,6 +254,23 @@ class LigoOperator(nn.Module):
         """The [n2, n1] matrix an IN axis of `space` is expanded with (for inspection and tests)."""
         return self.width_matrices()(space, IN, section, None if space == RESIDUAL else layer)
 
+    @torch.no_grad()
+    def break_symmetry(self, noise: float, seed: int = 0) -> "LigoOperator":
+        """Add N(0, noise^2 / n1) to the rows of every width matrix that make new units (rows >= n1): a copy of a
+        unit and its original then differ by about `noise` relative to the unit. Without it, a copy init is a
+        fixed point of symmetry for a model trained without dropout: copies get equal gradients in the fit (and
+        in training), so they never diverge and the extra width is never used (Net2Net's paper adds noise for
+        the same reason)."""
+        gen = torch.Generator().manual_seed(seed + 2)
+        for key, (*_, n1, n2) in self.slots.items():
+            if key not in self.width or n2 == n1:
+                continue
+            p = self.width[key]
+            rows = slice(n1, None) if self.width_form == "full" else slice(None)
+            eps = torch.randn(p[rows].shape, generator=gen) * (noise / n1 ** 0.5)
+            p[rows] += eps.to(device=p.device, dtype=p.dtype)
+        return self
+
     @classmethod
     def from_fixed(cls, small: Canonical, large: ModelSpec, depth_sources: list[int] | None = None,
                    width: WidthMatrices | None = None, **options) -> "LigoOperator":

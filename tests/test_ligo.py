@@ -302,3 +302,30 @@ def test_stackbert_noisy_rows_normalised_and_fit_steps_zero_skips():
         get_method("ligo", order="sideways")
     with pytest.raises(ValueError, match="unknown tying 'tied'"):
         get_method("ligo", tying="tied")
+
+
+# -- symmetry: on a model without dropout a copy init is a fixed point; fit_noise breaks it ------------------
+def _copy_spread(op, n1):
+    """Largest gap between a copied unit's row of B (rows >= n1) and the row of the unit it copies."""
+    E = op.width_matrix("D").detach()
+    src = E[n1:].argmax(-1)
+    return float((E[n1:] - E[src]).abs().max())
+
+
+@pytest.mark.parametrize("noise", (0.0, 0.05))
+def test_fit_noise_breaks_the_copies_symmetry_without_dropout(noise, trained):
+    small, large = pair("vit", "x2 width")        # ViT has no dropout: nothing else tells a copy from its source
+    model = trained(small)
+    method = get_method("ligo", fit_steps=10, fit_lr=1e-2, fit_noise=noise)
+    ledger = FlopsLedger()
+    method.fit(model, task_of(small, large), learnable_batches(large, batch=8), ledger)
+    spread = _copy_spread(method.operator, small.hidden)
+    if noise == 0:
+        assert spread < 1e-5            # the fit moved B but kept every copy equal to its source
+        assert not torch.equal(method.operator.width_matrix("D"), get_method("ligo", fit_steps=0).build_operator(
+            get_family("vit").to_canonical(model), task_of(small, large)).width_matrix("D"))
+    else:
+        assert spread > 0.1 * noise / small.hidden ** 0.5
+    # fit_steps=0 never adds noise: LiGO at fit 0 stays Net2Net whatever fit_noise says
+    zero = get_method("ligo", fit_steps=0, fit_noise=noise).grow(model, task_of(small, large))
+    assert_states_equal(zero, get_method("net2net").grow(model, task_of(small, large)))
