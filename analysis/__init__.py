@@ -3,7 +3,9 @@
     python -m analysis --runs runs/mini --out results/mini
 
 `load` reads records (and reports incomplete or corrupt ones), `savings` computes the cost to reach scratch's
-final quality and the savings, `tables` and `figures` render them in the paper's layout. Nothing here imports
+final quality and the savings (seed s against scratch seed s), `identical` finds labels that are one
+computation, `regime` checks each task's learning regime, `tables` and `figures` render them in the paper's
+layout. Nothing here imports
 models/, methods/ or tasks/; of runs/ only the record reader (see analysis/load.py for why).
 """
 from analysis.load import Problem, curves_frame, load_runs, runs_frame

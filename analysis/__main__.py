@@ -5,7 +5,8 @@
 Writes to --out: report.md (what was read, what was skipped and why, every table), the paper's tables
 (table1/2/3/5-<scale>.md/.tex), the paper's figures (figure2..8-<scale>.png/.pdf), for every task found a
 savings table (savings-<task>-<scale>.md/.tex) and a curve figure (curves-<task>-<scale>.png/.pdf), and the
-numbers behind them (savings_seeds.csv: per run; savings_summary.csv: per method, mean and std over seeds).
+numbers behind them (savings_seeds.csv: per run; savings_summary.csv: per method, mean and std over seeds),
+and regime.md (analysis/regime.py: is each task in a regime where savings mean something; also on stdout).
 A figure or table whose runs are absent is listed as such, not drawn empty.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from analysis import figures, tables
+from analysis import figures, regime, tables
 from analysis.load import curves_frame, load_runs, runs_frame
 from analysis.savings import all_savings, summarize
 
@@ -32,12 +33,15 @@ PAPER_TABLES = {
 NEEDS = {"savings": "scratch and method runs", "fit_steps": "scratch plus ligo / ligo-fit<N> runs",
          "init": "a ligo run and the small-s<seed> record",
          "adapters": "runs evaluated with the adapters suite"}
-TARGET_NOTE = ("Target: the scratch run's final eval loss (vision: accuracy); with several scratch seeds, the mean "
-               "of their final values. Cost to reach it: cumulative FLOPs / wall seconds interpolated linearly "
-               "between eval points, operator fit included. Saving = 1 - method/scratch, mean ± sample std over "
-               "seeds (method seed s paired with scratch seed s where that seed reaches the target, else the "
-               "seed-mean scratch curve). 'incl. small' also charges the small model's pretraining (paper App. "
-               "C.1). 'not reached': the run never got to the target.")
+TARGET_NOTE = ("Savings (paper §4.1): method seed s against scratch seed s only; target = that scratch seed's final "
+               "eval loss (vision: accuracy), denominator = its total FLOPs / wall seconds. Cost to reach the "
+               "target: cumulative FLOPs / wall seconds of the large model at its full architecture (shallower "
+               "stages never count), interpolated linearly between eval points, operator fit included. Saving = "
+               "1 - method/scratch, mean ± sample std over seeds. 'no scratch s<N>': that seed has no scratch run "
+               "of its own, so no saving. 'incl. small-model pretraining': growbench's own columns (not the "
+               "paper's), which also charge the small model's pretraining to the method. 'not reached': the run "
+               "never got to the target. 'A = B': the labels are one computation (same fingerprint or a "
+               "recorded twin), one row.")
 
 
 def build_table(kind: str, summary, runs, task: str, scale: str):
@@ -65,6 +69,12 @@ def write_table(df, out: Path, stem: str, caption: str) -> list[Path]:
     return [md, tex]
 
 
+def targets(seeds, task: str, scale: str) -> str:
+    """'s0 4.012, s1 4.031': each scratch seed's final value, the target of the method seed of the same seed."""
+    t = seeds[(seeds["task"] == task) & (seeds["scale"] == scale) & seeds["paired"]]
+    return ", ".join(f"s{s} {v:.4g}" for s, v in t.groupby("seed")["target"].first().items())
+
+
 def check_args(args) -> str | None:
     """Why these arguments cannot work (one line), or None: checked before a file is written, so a typo in
     --formats does not come after twenty files."""
@@ -90,8 +100,6 @@ def main(argv=None) -> int:
     p.add_argument("--runs", required=True, type=Path, help="directory searched (recursively) for run records")
     p.add_argument("--out", required=True, type=Path, help="where tables, figures and report.md go")
     p.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats (default: png pdf)")
-    p.add_argument("--no-pair-seeds", action="store_true",
-                   help="always divide by the seed-mean scratch curve instead of pairing seeds")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     problem = check_args(args)      # all before anything is read or written
@@ -106,7 +114,7 @@ def main(argv=None) -> int:
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
     runs, curves = runs_frame(runs_list), curves_frame(runs_list)
-    seeds = all_savings(curves, runs, pair_seeds=not args.no_pair_seeds)
+    seeds = all_savings(curves, runs)
     summary = summarize(seeds)
     written = []
     if not seeds.empty:
@@ -117,6 +125,12 @@ def main(argv=None) -> int:
     report = [f"# Analysis of {args.runs}", "", f"{len(runs_list)} complete runs read; "
               f"{sum(p.kind in ('incomplete', 'corrupt', 'duplicate') for p in problems)} left out.", "",
               TARGET_NOTE, ""]
+    checks = regime.check_all(runs)
+    (args.out / "regime.md").write_text(f"# Regime checks ({args.runs})\n\n{regime.__doc__}\n"
+                                        + regime.to_markdown(checks))
+    written.append(args.out / "regime.md")
+    print(regime.to_text(checks), end="")
+    report += ["## Regime checks", "", regime.to_markdown(checks)]
     if problems:
         report += ["## Runs left out or flagged", ""]
         report += [f"- {p.kind}: `{p.dir}` — {p.message}" for p in problems] + [""]
@@ -138,8 +152,7 @@ def main(argv=None) -> int:
         if df is None or df.empty:
             missing.append(f"savings-{task}-{scale} (no scratch run: no target)")
             continue
-        target = summary[(summary["task"] == task) & (summary["scale"] == scale)]["target"].iloc[0]
-        caption = f"{task} [{scale}]: target {target:.4g}"
+        caption = f"{task} [{scale}]: targets (scratch final per seed) {targets(seeds, task, scale)}"
         written += write_table(df, args.out, f"savings-{task}-{scale}", caption)
         report += [markdown(df, caption), ""]
     figs = []

@@ -1,6 +1,9 @@
 """Figures in the paper's style: eval loss (vision: accuracy) against FLOPs and wall time, one line per method
-(mean over seeds, band = min..max over seeds), a solid line at scratch's final value (the savings target) and a
-dotted line at the small model's final value where its pretraining record is present (as in Figure 2).
+(mean over seeds, band = min..max over seeds), a solid line at scratch's final value (mean over seeds; each
+method seed's saving is against its own scratch seed) and a dotted line at the small model's final value where
+its pretraining record is present (as in Figure 2). Text panels also draw the unigram cross-entropy of the eval
+tokens (config reference.unigram_ce), the loss of a model that learned word frequencies only. Labels that are
+one computation (analysis/identical.py) are one line, named "StackBERT = Net2Net".
 
 `PAPER_FIGURES` maps each of the paper's figures to its panels: tasks, x axis, and which run labels to draw
 (labels are run-directory names without -s<seed>, as bench/sweeps.py writes them). `curve_figure` draws any
@@ -17,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 import pandas as pd  # noqa: E402
 
+from analysis.identical import merge  # noqa: E402
 from analysis.savings import mean_curve, scratch_target, target_metric  # noqa: E402
 from analysis.tables import display, is_variant, label_key, method_of  # noqa: E402
 
@@ -60,6 +64,7 @@ PAPER_FIGURES: dict[str, tuple[str, list[Panel]]] = {
         Panel(("cait_xs_s",), "wall", title="(b) CaiT-XS→CaiT-S")]),
 }
 XLABEL = {"flops": "FLOPs", "wall": "wall time (s)"}
+UNIGRAM_LABEL = "unigram cross-entropy"
 YLABEL = {"eval_loss": "validation loss (log perplexity)", "eval_acc": "validation accuracy"}
 
 
@@ -98,11 +103,14 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
             continue
         metric = target_metric(cur)
         scale_y = 100.0 if metric == "eval_acc" else 1.0
-        labels = _labels(cur, panel.labels)
+        labels, merged = _labels(cur, panel.labels), merge(cur)
         for label in labels:
+            group = [lab for lab in labels if lab in merged.group(label)]
+            if group[0] != label:       # one computation, one line: drawn under its first label
+                continue
             g = cur[(cur["role"] == "large") & (cur["label"] == label)]
             m = mean_curve(g, metric)
-            name = display(label) + (f" ({task})" if multi else "")
+            name = " = ".join(map(display, group)) + (f" ({task})" if multi else "")
             style = line_style(label, labels) if i == 0 else "--"
             ax.plot(m[panel.x], m[metric] * scale_y, linestyle=style, color=color(label), label=name, lw=1.6,
                     marker="o", ms=2.5)
@@ -115,11 +123,15 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
         target, _ = scratch_target(cur, metric)
         if target == target and (i == 0 or multi):
             ax.axhline(target * scale_y, color="black", lw=1.0, ls="-" if i == 0 else "-.",
-                       label=f"scratch final ({task})" if multi else "scratch final (target)")
+                       label=f"scratch final ({task})" if multi else "scratch final (seed mean)")
         small = cur[(cur["role"] == "small") & (cur["label"] == "small")].dropna(subset=[metric])
         if not small.empty:
             finals = small.sort_values("step").groupby("seed")[metric].last()
             ax.axhline(finals.mean() * scale_y, color="gray", lw=1.0, ls=":", label="small model final")
+        unigram = _unigram(cur, metric)
+        if unigram is not None:
+            ax.axhline(unigram, color="tab:cyan", lw=1.0, ls="--",
+                       label=UNIGRAM_LABEL + (f" ({task})" if multi else ""))
     ax.set_xlabel(XLABEL[panel.x])
     ax.set_title(panel.title or ", ".join(panel.tasks), fontsize=9)
     ax.grid(alpha=0.3)
@@ -132,12 +144,22 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
     return drawn
 
 
+def _unigram(cur: pd.DataFrame, metric: str) -> float | None:
+    """The unigram cross-entropy of a text task's eval tokens, from its large runs' records (one eval set and
+    tokenizer per task, so one value); None for vision or records made before it was logged."""
+    vals = cur.loc[cur["role"] == "large", "unigram_ce"].dropna() if "unigram_ce" in cur else ()
+    return float(vals.mean()) if metric == "eval_loss" and len(vals) else None
+
+
 def _zoom(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> None:
     """Keep the informative range: the untrained step-0 loss of scratch (about ln(vocab)) would otherwise
-    squash every curve into a line, as the paper's figures also start after the first drop."""
+    squash every curve into a line, as the paper's figures also start after the first drop. The unigram line
+    stays inside it: it is the reference the curves are read against."""
     cur = curves[curves["task"].isin(panel.tasks) & (curves["scale"] == scale) & (curves["step"] > 0)]
     metric = target_metric(cur)
     vals = cur[metric].dropna() * (100.0 if metric == "eval_acc" else 1.0)
+    unigram = _unigram(cur, metric)
+    vals = pd.concat([vals, pd.Series([unigram], dtype=float)]) if unigram is not None else vals
     if len(vals):
         lo, hi = vals.min(), vals.max()
         pad = 0.05 * (hi - lo or 1.0)

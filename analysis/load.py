@@ -10,9 +10,18 @@ method's name. Pretraining runs of the small model (task `<name>:small`, e.g. th
 runs/out/cache/small, or the `small-s<seed>` copies a sweep makes) get role "small" and label "small": they
 give the figures' dotted line and Table 5's first row (label "small"; "small-<variant>" for a small model
 pretrained differently, e.g. Figure 7's briefly trained one).
+
+Each evaluation point carries `full_model`: whether it measured the large model at its full architecture (the
+trainer logs it; savings count only those points, paper §4.1). Records made before the field existed are read
+safely: a run that logged one training stage (stage names other than "init": at most one) was the full model
+throughout; in a staged run (MSLT, staged training) only the points of its last stage count (the stage that
+ends the run trains the large model it exports, whose eval is the summary's); its init point and earlier
+stages never do, since which of them were shallower cannot be told from the record. This can only make a
+staged run's saving smaller than the truth, never larger.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -194,6 +203,32 @@ def downstream_scores(run: Run) -> dict[str, float]:
     return flat
 
 
+def full_model_rows(run: Run) -> list[bool]:
+    """`full_model` of each metrics row, in order; the reading of records without the field is in the module
+    docstring (unknown counts as False: a shallow stage must never reach the target)."""
+    stages = {m.get("stage") for m in run.metrics} - {"init"}
+    last = max(run.metrics, key=lambda m: m["step"]).get("stage")
+    return [bool(m["full_model"]) if "full_model" in m else len(stages) <= 1 or m.get("stage") == last
+            for m in run.metrics]
+
+
+def curve_digest(run: Run) -> str:
+    """sha1 of every evaluation point (step, FLOPs, eval loss and accuracy, as logged): for records made before
+    the computation fingerprint, two runs of one seed with the same digest are read as one computation
+    (analysis/identical.py): two different computations do not log bit-equal floats at every point."""
+    points = [(m["step"], m.get("flops"), m.get("eval_loss"), m.get("eval_acc")) for m in run.metrics
+              if m.get("eval_loss") is not None or m.get("eval_acc") is not None]
+    return hashlib.sha1(json.dumps(sorted(points), default=str).encode()).hexdigest()
+
+
+def twin_of(run: Run) -> tuple[str, int] | None:
+    """(label, seed) of the run this record was copied from as the same computation (bench/sweeps.py
+    record_as_twin writes config "same_computation_as": "<label>-s<seed>"), or None."""
+    name = run.config.get("same_computation_as")
+    m = SEED_SUFFIX.match(name) if isinstance(name, str) else None
+    return (m.group("label"), int(m.group("seed"))) if m else None
+
+
 def runs_frame(runs: list[Run]) -> pd.DataFrame:
     """One row per run: identity, final metrics, total cost, fit cost, the small model's pretraining cost."""
     rows = []
@@ -201,6 +236,7 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
         task, scale, role, label, seed = identity(r)
         first = min(r.metrics, key=lambda m: m["step"])
         small = r.config.get("small") or {}
+        ref = r.config.get("reference") or {}
         rows.append({
             "task": task, "scale": scale, "role": role, "label": label, "method": r.config["method"]["name"],
             "seed": seed, "dir": str(r.dir),
@@ -218,10 +254,19 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "pretrain_flops": small.get("pretrain_flops"), "pretrain_wall": small.get("pretrain_wall"),
             "method_config": (r.config["method"].get("config") or {}),
             "downstream": downstream_scores(r),
+            # runs/computation.py's fingerprint (step-0 row): equal fingerprints are one computation
+            "computation": first.get("computation") if first["step"] == 0 else None, "twin_of": twin_of(r),
+            "curve": curve_digest(r),
+            # what the eval numbers are read against (runs/experiment.py reference), for the regime check
+            "unigram_ce": ref.get("unigram_ce"), "eval_items": ref.get("eval_items"),
+            "units": r.summary.get("units"), "recipe": r.config["task"].get("recipe") or {},
+            "small_recipe": r.config["task"].get("small_recipe") or {},
+            "world_size": (r.config.get("distributed") or {}).get("world_size") or 1,
         })
     cols = ["task", "scale", "role", "label", "method", "seed", "dir", "final_loss", "final_acc", "flops",
             "wall", "steps", "trained", "fit_flops", "fit_wall_missing", "init_loss", "init_acc", "has_small", "pretrain_flops",
-            "pretrain_wall", "method_config", "downstream"]
+            "pretrain_wall", "method_config", "downstream", "computation", "twin_of", "curve", "unigram_ce",
+            "eval_items", "units", "recipe", "small_recipe", "world_size"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -230,17 +275,23 @@ def curves_frame(runs: list[Run]) -> pd.DataFrame:
     rows = []
     for r in runs:
         task, scale, role, label, seed = identity(r)
-        for m in sorted(r.metrics, key=lambda m: m["step"]):
+        unigram = (r.config.get("reference") or {}).get("unigram_ce")
+        first = min(r.metrics, key=lambda m: m["step"])
+        # per run, repeated on its rows: figures merge the lines of runs that are one computation (identical.py)
+        comp, curve = (first.get("computation") if first["step"] == 0 else None), curve_digest(r)
+        for m, full in sorted(zip(r.metrics, full_model_rows(r)), key=lambda mf: mf[0]["step"]):
             if m.get("eval_loss") is None and m.get("eval_acc") is None:
                 continue
             rows.append({"task": task, "scale": scale, "role": role, "label": label,
                          "method": r.config["method"]["name"], "seed": seed, "step": m["step"],
                          "flops": float(m["flops"]), "wall": float(m.get("wall") or 0.0),
                          "eval_loss": m.get("eval_loss"), "eval_acc": m.get("eval_acc"),
-                         "stage": m.get("stage")})
+                         "stage": m.get("stage"), "full_model": full, "unigram_ce": unigram,
+                         "computation": comp, "twin_of": twin_of(r), "curve": curve})
     cols = ["task", "scale", "role", "label", "method", "seed", "step", "flops", "wall", "eval_loss",
-            "eval_acc", "stage"]
+            "eval_acc", "stage", "full_model", "unigram_ce", "computation", "twin_of", "curve"]
     df = pd.DataFrame(rows, columns=cols)
-    for c in ("eval_loss", "eval_acc"):
+    for c in ("eval_loss", "eval_acc", "unigram_ce"):
         df[c] = pd.to_numeric(df[c], errors="coerce")
+    df["full_model"] = df["full_model"].astype(bool)
     return df

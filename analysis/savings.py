@@ -1,17 +1,19 @@
-"""Savings (paper §4.1, DESIGN.md §6): the FLOPs and wall time a method needs to reach scratch's final quality.
+"""Savings (paper §4.1, DESIGN.md §6): the FLOPs and wall time the large model, at its full architecture, needs
+to reach scratch's final quality, against what scratch spent.
 
-- Target: the scratch run's final eval loss (vision: final eval accuracy). With several scratch seeds the
-  target is the *mean* of their final values.
-- Cost to reach it: cumulative FLOPs (wall seconds) at the first evaluation point that reaches the target,
-  interpolated linearly between that point and the one before. Cumulative FLOPs include the operator fit
-  (step 0 is logged after the fit, its flops are the fit's cost); a grown model already at the target at step 0
-  costs just the fit. A run that never reaches the target has cost NaN and `reached=False`: never a number.
-- saving = 1 - method / scratch. The App. C.1 variant adds the small model's own pretraining
-  (config.small.pretrain_flops / pretrain_wall) to the method's cost; scratch has none.
-- Seeds: method seed s is paired with scratch seed s when that scratch run exists and reaches the common target;
-  otherwise (no such seed, or that scratch seed ended above the mean target, which happens to about half of
-  them) the denominator is read off the seed-mean scratch curve, whose last point is the target by
-  construction. The `denominator` column says which. Mean and sample std (ddof=1) are over seeds that reached.
+- Seeds are paired: method seed s is measured against scratch seed s only. The target is that scratch seed's
+  final eval loss (vision: final eval accuracy), the denominator its total cost (cumulative FLOPs / wall at its
+  last evaluation point). A method seed without a scratch run of the same seed gets no saving (`note` says
+  "no scratch s<N>"): dividing by another seed's cost, or by a seed-mean curve, would mix two comparisons.
+- Cost to reach the target: cumulative FLOPs (wall seconds) at the first evaluation point that measured the full
+  large model (`full_model`, analysis/load.py) and reaches the target, interpolated linearly from the full-model
+  point before it. An intermediate, shallower stage (MSLT, staged training) never counts. Cumulative FLOPs
+  include the operator fit (step 0 is logged after the fit, its flops are the fit's cost); a grown model already
+  at the target at step 0 costs just the fit. A run that never reaches it has cost NaN and `reached=False`.
+- saving = 1 - method / scratch. growbench's own variant (not the paper's: its App. C.1 is Figure 7, a small
+  model trained briefly) adds the small model's pretraining (config.small.pretrain_flops / pretrain_wall) to the
+  method's cost; scratch has none to add.
+- Mean and sample std (ddof=1) over the seeds that reached; a single seed's row follows the same rule.
 - Wall time is the trainer's (evaluation excluded). A record whose step 0 has fit FLOPs but wall 0.0 carries
   no fit wall time: its wall savings leave the fit out (its FLOPs savings do not) and `fit_wall_missing` says so.
 """
@@ -51,7 +53,8 @@ def cost_to_reach(curve: pd.DataFrame, target: float, metric: str = "eval_loss",
 
 
 def mean_curve(curves: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """The seed-mean curve of one label: mean metric and mean cost at the steps every seed evaluated."""
+    """The seed-mean curve of one label (figures only; savings pair seeds): mean metric and mean cost at the
+    steps every seed evaluated."""
     n = curves["seed"].nunique()
     g = curves.dropna(subset=[metric]).groupby("step")
     m = g.agg(**{metric: (metric, "mean"), "flops": ("flops", "mean"), "wall": ("wall", "mean"),
@@ -59,45 +62,55 @@ def mean_curve(curves: pd.DataFrame, metric: str) -> pd.DataFrame:
     return m[m["n"] == n].drop(columns="n")
 
 
+def scratch_curves(curves: pd.DataFrame) -> pd.DataFrame:
+    """Eval rows of the scratch runs of one task and scale: label "scratch", else the runs of method scratch when
+    they carry a single label (two differently named scratch runs of one seed would make the pairing ambiguous)."""
+    large = curves[(curves["role"] == "large") & (curves["method"] == "scratch")]
+    s = large[large["label"] == "scratch"]
+    return s if not s.empty or large["label"].nunique() != 1 else large
+
+
+def scratch_finals(curves: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per scratch seed (index): its final metric (`target`) and its total cost (`flops`, `wall` at its last
+    evaluation point): what a method seed of the same seed is measured against."""
+    s = scratch_curves(curves).dropna(subset=[metric]).sort_values("step")
+    last = s.groupby("seed").last()
+    return pd.DataFrame({"target": last[metric], "flops": last["flops"], "wall": last["wall"]})
+
+
 def scratch_target(curves: pd.DataFrame, metric: str) -> tuple[float, pd.DataFrame]:
-    """(target, scratch eval rows) for one task and scale: the mean over scratch seeds of the final metric."""
-    s = curves[(curves["role"] == "large") & (curves["method"] == "scratch") & (curves["label"] == "scratch")]
-    if s.empty:
-        s = curves[(curves["role"] == "large") & (curves["method"] == "scratch")]
-    if s.empty:
-        return math.nan, s
-    finals = s.dropna(subset=[metric]).sort_values("step").groupby("seed")[metric].last()
-    return float(finals.mean()), s
+    """(mean over scratch seeds of the final metric, scratch eval rows): the figures' reference line. Savings do
+    not use the mean: each method seed has its own scratch seed's target (scratch_finals)."""
+    finals = scratch_finals(curves, metric)["target"]
+    return (float(finals.mean()) if len(finals) else math.nan), scratch_curves(curves)
 
 
-def seed_savings(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str,
-                 pair_seeds: bool = True) -> pd.DataFrame:
-    """Per (label, seed) of one task and scale: cost to reach scratch's target, whether reached, the denominator,
-    and the savings (FLOPs, wall, and both with the small model's pretraining charged)."""
+def seed_savings(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str) -> pd.DataFrame:
+    """Per (label, seed) of one task and scale: the paired scratch seed's target and totals, the cost to reach
+    the target at full architecture, whether reached, and the savings (FLOPs, wall, and both with the small
+    model's pretraining charged). `note` says why a row has no saving ("no scratch s1", "not reached", "no
+    full-model eval")."""
     cur = curves[(curves["task"] == task) & (curves["scale"] == scale)]
     info = runs[(runs["task"] == task) & (runs["scale"] == scale) & (runs["role"] == "large")]
     metric = target_metric(cur)
-    target, scratch = scratch_target(cur, metric)
-    if math.isnan(target):
+    scratch = scratch_finals(cur, metric)
+    if scratch.empty:
         return pd.DataFrame()
-    scratch_mean = mean_curve(scratch, metric)
-    denom_mean = {c: cost_to_reach(scratch_mean, target, metric, c) for c in COSTS}
-    denom_seed = {(seed, c): cost_to_reach(g, target, metric, c) for seed, g in scratch.groupby("seed") for c in COSTS}
     rows = []
     for (label, seed), g in cur[cur["role"] == "large"].groupby(["label", "seed"]):
         meta = info[(info["label"] == label) & (info["seed"] == seed)].iloc[0]
         if not meta["trained"]:     # Table 5's grown-init row (analysis.load.trained)
             continue
         final = g.dropna(subset=[metric]).sort_values("step")[metric].iloc[-1]
-        paired = pair_seeds and all(not math.isnan(denom_seed.get((seed, c), math.nan)) for c in COSTS)
+        paired = seed in scratch.index
         row = {"task": task, "scale": scale, "label": label, "method": meta["method"], "seed": seed,
-               "metric": metric, "target": target, "final": final, "fit_flops": meta["fit_flops"],
-               "fit_wall_missing": bool(meta["fit_wall_missing"]),
-               "pretrain_flops": meta["pretrain_flops"], "pretrain_wall": meta["pretrain_wall"],
-               "denominator": "paired seed" if paired else "seed-mean scratch"}
+               "metric": metric, "target": scratch.loc[seed, "target"] if paired else math.nan, "final": final,
+               "fit_flops": meta["fit_flops"], "fit_wall_missing": bool(meta["fit_wall_missing"]),
+               "pretrain_flops": meta["pretrain_flops"], "pretrain_wall": meta["pretrain_wall"], "paired": paired}
+        full = g[g["full_model"]]       # only the full architecture can reach the target (paper §4.1)
         for c in COSTS:
-            need = cost_to_reach(g, target, metric, c)
-            base = denom_seed[(seed, c)] if paired else denom_mean[c]
+            need = cost_to_reach(full, row["target"], metric, c) if paired else math.nan
+            base = scratch.loc[seed, c] if paired else math.nan
             # no small model (scratch): nothing to charge; one given by --small has unknown cost: NaN
             extra = meta[f"pretrain_{c}"] if meta["has_small"] else 0.0
             row[f"{c}_to_target"] = need
@@ -106,21 +119,30 @@ def seed_savings(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str
             with_small = need + extra if extra is not None and not pd.isna(extra) else math.nan
             row[f"saving_{c}_with_small"] = 1 - with_small / base if base > 0 else math.nan
         row["reached"] = not math.isnan(row["flops_to_target"])
+        row["note"] = ("" if row["reached"] else f"no scratch s{seed}" if not paired
+                       else "no full-model eval" if full.empty else "not reached")
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def summarize(seeds: pd.DataFrame) -> pd.DataFrame:
-    """Per label: seeds run, seeds that reached the target, mean and std of every saving over those that did,
-    mean final metric over all seeds."""
+    """Per label: seeds run, seeds paired with a scratch seed, seeds that reached the target, mean and std of
+    every saving over those that did, mean final metric over all seeds, and which seeds have no number and why
+    (`missing`, e.g. "no scratch s2; not reached: s1")."""
     if seeds.empty:
         return pd.DataFrame()
     out = []
     for (task, scale, label), g in seeds.groupby(["task", "scale", "label"], sort=False):
         ok = g[g["reached"]]
+        seeds_of = lambda part: " ".join(f"s{s}" for s in sorted(part["seed"]))  # noqa: E731
+        # seeds without a number, by reason: "no scratch s2 s3; not reached: s1"
+        unpaired = g[~g["paired"]]
+        missing = ([f"no scratch {seeds_of(unpaired)}"] if len(unpaired) else []) + [
+            f"{note}: {seeds_of(part)}" for note, part in g[g["paired"] & ~g["reached"]].groupby("note")]
         row = {"task": task, "scale": scale, "label": label, "method": g["method"].iloc[0],
-               "metric": g["metric"].iloc[0], "target": g["target"].iloc[0], "n_seeds": len(g),
-               "n_reached": len(ok), "final_mean": g["final"].mean(), "final_std": _std(g["final"]),
+               "metric": g["metric"].iloc[0], "n_seeds": len(g), "n_paired": int(g["paired"].sum()),
+               "n_reached": len(ok), "missing": "; ".join(missing),
+               "final_mean": g["final"].mean(), "final_std": _std(g["final"]),
                "fit_flops": g["fit_flops"].mean(), "fit_wall_missing": bool(g["fit_wall_missing"].any())}
         for col in ("saving_flops", "saving_wall", "saving_flops_with_small", "saving_wall_with_small",
                     "flops_to_target", "wall_to_target"):
@@ -136,9 +158,9 @@ def _std(values: pd.Series) -> float:
     return float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
 
 
-def all_savings(curves: pd.DataFrame, runs: pd.DataFrame, pair_seeds: bool = True) -> pd.DataFrame:
+def all_savings(curves: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """seed_savings for every (task, scale) that has a scratch run, concatenated."""
-    parts = [seed_savings(curves, runs, t, s, pair_seeds)
+    parts = [seed_savings(curves, runs, t, s)
              for (t, s), _ in curves[curves["role"] == "large"].groupby(["task", "scale"])]
     parts = [p for p in parts if not p.empty]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

@@ -1,12 +1,16 @@
 """Tables in the paper's layout, as DataFrames of display strings, rendered to Markdown and LaTeX.
 
-- `savings_table`: Table 1 / Table 2 style — savings in FLOPs and wall time (and the App. C.1 variant that
-  charges the small model's pretraining) next to the final eval loss or accuracy and any downstream scores.
+- `savings_table`: Table 1 / Table 2 style — savings in FLOPs and wall time (and growbench's own columns that
+  also charge the small model's pretraining; not in the paper) next to the final eval loss or accuracy and any
+  downstream scores. Labels that are one computation (analysis/identical.py) share one row, "StackBERT =
+  Net2Net", with the numbers of the first in the paper's order (runs of one computation that were each
+  computed differ in wall time only); labels that coincide on some seeds only are marked "(s0 = Net2Net)".
 - `fit_steps_table`: Table 3 — LiGO's operator-fit steps, the FLOPs they add, and the saving.
 - `init_table`: Table 5 — the small model, the LiGO-grown model before any further pretraining, after it,
   and the large model from scratch, by pretraining eval loss (what every record holds) and by downstream
   scores where runs were evaluated (tasks/evals writes eval.json into the run directory).
-A saving that was never reached is written "not reached", never as a number.
+A saving that was never reached is written "not reached", never as a number; a seed without a scratch run of
+the same seed has none either ("no scratch s1").
 """
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ import math
 import re
 
 import pandas as pd
+
+from analysis.identical import merge
 
 # display names and order follow the paper's tables; labels not listed keep their own name, after these
 DISPLAY = {"scratch": "Scratch", "stackbert": "StackBERT", "interpolation": "Interpolation", "mslt": "MSLT",
@@ -63,14 +69,14 @@ def num(mean: float, std: float = math.nan, digits: int = 3) -> str:
 
 
 def _saving_cell(row: pd.Series, col: str) -> str:
+    """Mean ± std over the seeds that reached, then which seeds have no number and why."""
+    missing = row.get("missing") or ""
     if row["n_reached"] == 0:
-        return "not reached"
+        # every seed paired and none got there: plainly "not reached"; else which seeds lack what
+        return "not reached" if missing.startswith("not reached:") and ";" not in missing else missing
     if col.endswith("_with_small") and pd.isna(row[f"{col}_mean"]):
         return "unknown"            # the small model came from --small: its pretraining cost is not recorded
-    cell = pct(row[f"{col}_mean"], row[f"{col}_std"])
-    if row["n_reached"] < row["n_seeds"]:
-        cell += f" ({row['n_seeds'] - row['n_reached']}/{row['n_seeds']} seeds not reached)"
-    return cell
+    return pct(row[f"{col}_mean"], row[f"{col}_std"]) + (f" ({missing})" if missing else "")
 
 
 def _downstream(runs: pd.DataFrame, adapters: bool | None = False) -> pd.DataFrame:
@@ -86,6 +92,24 @@ def _downstream(runs: pd.DataFrame, adapters: bool | None = False) -> pd.DataFra
     return df[cols]
 
 
+# growbench's own "incl. small-model pretraining" columns charge the small model's pretraining to the method:
+# a comparison for someone who has no small model yet. The paper has no such column (its App. C.1, Figure 7,
+# grows from a small model trained briefly and still charges only the large model's training).
+SAVING_COLUMNS = (("saving_flops", "Savings (FLOPs)"), ("saving_wall", "Savings (Walltime)"),
+                  ("saving_flops_with_small", "Savings incl. small-model pretraining (FLOPs)"),
+                  ("saving_wall_with_small", "Savings incl. small-model pretraining (Walltime)"))
+
+
+def _partial(merged, label: str) -> str:
+    """' (s0 = Net2Net)' for a label that is the same computation as another on some seeds only."""
+    by_seed = {}
+    for seed, other in merged.partial.get(label, []):
+        by_seed.setdefault(seed, []).append(other)
+    cells = [f"s{seed} = " + " = ".join(map(display, sorted(others, key=label_key)))
+             for seed, others in sorted(by_seed.items())]
+    return f" ({', '.join(cells)})" if cells else ""
+
+
 def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str, variants: bool = True,
                   adapters: bool | None = False) -> pd.DataFrame:
     """Table 1/2 layout for one task and scale (rows: scratch first, then the paper's order). variants=False
@@ -99,15 +123,19 @@ def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: s
     r = runs[(runs["task"] == task) & (runs["scale"] == scale) & (runs["role"] == "large")]
     down = _downstream(r, adapters)
     acc = s["metric"].iloc[0] == "eval_acc"
-    rows = []
+    merged, shown, rows = merge(r), set(s["label"]), []
+    printed = set()
     for _, row in sorted(s.iterrows(), key=lambda kv: label_key(kv[1]["label"])):
+        # one computation, one row: the first of its labels in the paper's order speaks for the others
+        group = sorted(set(merged.group(row["label"])) & shown, key=label_key)
+        if printed & set(group):
+            continue
+        printed |= set(group)
         is_scratch = row["method"] == "scratch" and row["label"] == "scratch"
-        cells = {"Method": display(row["label"])}
-        for col, name in (("saving_flops", "Savings (FLOPs)"), ("saving_wall", "Savings (Walltime)"),
-                          ("saving_flops_with_small", "Savings incl. small (FLOPs)"),
-                          ("saving_wall_with_small", "Savings incl. small (Walltime)")):
+        cells = {"Method": " = ".join(display(lab) for lab in group) + _partial(merged, row["label"])}
+        for col, name in SAVING_COLUMNS:
             cells[name] = "--" if is_scratch else _saving_cell(row, col)
-            if "wall" in col and row["fit_wall_missing"] and cells[name] not in ("not reached", "unknown"):
+            if "wall" in col and row["fit_wall_missing"] and not pd.isna(row[f"{col}_mean"]):
                 cells[name] += " †"   # see WALL_NOTE: the operator fit's wall time is not in the record
         final = f"Final eval {'acc.' if acc else 'loss'}"
         cells[final] = (pct(row["final_mean"], row["final_std"]) if acc

@@ -97,7 +97,8 @@ def test_small_pretraining_variant_charges_the_small_model(tmp_path):
     write_run(tmp_path, "scratch", SCRATCH)
     small = {"path": "x", "pretrain_flops": 100.0, "pretrain_wall": 1.0, "source": "cache"}
     write_run(tmp_path, "stackbert", [(0, 0, 9.0), (1, 100, 6.0), (2, 200, 4.0)], small=small)
-    write_run(tmp_path, "net2net", [(0, 0, 9.0), (1, 100, 6.0), (2, 200, 4.0)],
+    # another curve: bit-equal curves would be read as one computation (analysis/identical.py)
+    write_run(tmp_path, "net2net", [(0, 0, 9.0), (1, 100, 6.5), (2, 200, 4.0)],
               small={"path": "y", "pretrain_flops": None, "source": "given"})
     r, _, seeds, summary, _ = analyse(tmp_path)
     s = row(seeds, "stackbert")
@@ -106,27 +107,187 @@ def test_small_pretraining_variant_charges_the_small_model(tmp_path):
     assert s["saving_wall_with_small"] == pytest.approx(1 - 3 / 4)
     assert row(seeds, "scratch")["saving_flops_with_small"] == pytest.approx(0.0)   # nothing to charge
     table = savings_table(summary, r, "bert_small_base", "mini")
-    assert table.set_index("Method").loc["Net2Net", "Savings incl. small (FLOPs)"] == "unknown"
+    assert table.set_index("Method").loc["Net2Net", "Savings incl. small-model pretraining (FLOPs)"] == "unknown"
 
 
-def test_seeds_mean_target_pairing_and_spread(tmp_path):
-    write_run(tmp_path, "scratch", SCRATCH, seed=0)                                  # final 4.0
-    write_run(tmp_path, "scratch", [(s, f, v + 1) for s, f, v in SCRATCH], seed=1)   # final 5.0
+def test_seed_s_is_measured_against_scratch_seed_s_only(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH, seed=0)                                        # final 4.0 at 400
+    write_run(tmp_path, "scratch", [(s, 2 * f, v + 1) for s, f, v in SCRATCH], seed=1)     # final 5.0 at 800
     write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 100, 4.5), (2, 200, 4.0)], seed=0)
-    write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 100, 6.5), (2, 200, 4.5)], seed=1)
-    _, _, seeds, summary, _ = analyse(tmp_path)
-    assert row(seeds, "ligo")["target"] == pytest.approx(4.5)          # mean of scratch's final losses
-    # seed 0 pairs with scratch seed 0 (reaches 4.5 at 350); seed 1's scratch ends at 5.0 > 4.5, so its
-    # denominator is the seed-mean scratch curve (losses 4.5 at 400)
-    s0, s1 = row(seeds, "ligo", 0), row(seeds, "ligo", 1)
-    assert s0["denominator"] == "paired seed" and s0["scratch_flops"] == pytest.approx(350)
-    assert s0["saving_flops"] == pytest.approx(1 - 100 / 350)
-    assert s1["denominator"] == "seed-mean scratch" and s1["saving_flops"] == pytest.approx(1 - 200 / 400)
+    write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 100, 6.5), (2, 200, 4.5)], seed=1)   # 5.0 at 175
+    write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 100, 3.0)], seed=2)                      # no scratch s2
+    r, _, seeds, summary, _ = analyse(tmp_path)
+    s0, s1, s2 = row(seeds, "ligo", 0), row(seeds, "ligo", 1), row(seeds, "ligo", 2)
+    # each seed: its own scratch seed's final value is the target, its total cost the denominator
+    assert s0["target"] == 4.0 and s0["scratch_flops"] == 400 and s0["saving_flops"] == pytest.approx(0.5)
+    assert s1["target"] == 5.0 and s1["scratch_flops"] == 800
+    assert s1["flops_to_target"] == pytest.approx(175) and s1["saving_flops"] == pytest.approx(1 - 175 / 800)
+    # a seed without its scratch twin gets no number, never another seed's (or a seed-mean) denominator
+    assert not s2["paired"] and not s2["reached"] and math.isnan(s2["saving_flops"])
+    assert s2["note"] == "no scratch s2"
     lig = summary.set_index("label").loc["ligo"]
-    expect = pd.Series([1 - 100 / 350, 0.5])
+    expect = pd.Series([0.5, 1 - 175 / 800])
     assert lig["saving_flops_mean"] == pytest.approx(expect.mean())
     assert lig["saving_flops_std"] == pytest.approx(expect.std(ddof=1))
-    assert lig["n_seeds"] == 2 and lig["n_reached"] == 2
+    assert (lig["n_seeds"], lig["n_paired"], lig["n_reached"]) == (3, 2, 2)
+    cell = savings_table(summary, r, "bert_small_base", "mini").set_index("Method").loc["LiGO", "Savings (FLOPs)"]
+    assert cell == f"{100 * expect.mean():.1f}% ± {100 * expect.std(ddof=1):.1f} (no scratch s2)"
+
+
+def test_a_single_seed_without_its_scratch_seed_has_no_saving(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH, seed=0)
+    write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 100, 3.0)], seed=1)
+    r, _, _, summary, _ = analyse(tmp_path)
+    t = savings_table(summary, r, "bert_small_base", "mini").set_index("Method")
+    assert t.loc["LiGO", "Savings (FLOPs)"] == "no scratch s1"
+    assert t.loc["LiGO", "Savings incl. small-model pretraining (Walltime)"] == "no scratch s1"
+
+
+def test_a_shallower_stage_crossing_the_target_does_not_count(tmp_path):
+    """MSLT-like: the shallow stages (full_model False) get below scratch's final loss first; only the full
+    model's points count, interpolated from the full-model point before, never from a shallow one."""
+    write_run(tmp_path, "scratch", SCRATCH)
+    d = write_run(tmp_path, "mslt", [(0, 0, 9.0), (1, 50, 3.8), (2, 100, 3.5), (3, 200, 4.4), (4, 300, 3.6)])
+    rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+    for r in rows:
+        r["full_model"] = r["step"] >= 3
+        r["stage"] = "full" if r["step"] >= 3 else f"stack{r['step']}"
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, curves, seeds, _, _ = analyse(tmp_path)
+    s = row(seeds, "mslt")
+    # full-model points: (200, 4.4), (300, 3.6): 4.0 is half way
+    assert s["flops_to_target"] == pytest.approx(250) and s["saving_flops"] == pytest.approx(1 - 250 / 400)
+    assert list(curves[curves["label"] == "mslt"]["full_model"]) == [False, False, False, True, True]
+
+
+def test_a_staged_record_without_full_model_counts_from_its_last_stage_only(tmp_path):
+    """Records made before `full_model` was logged: a single-stage run is the full model throughout; in a staged
+    one only its last stage counts (its init point and shallower stages cannot be told apart)."""
+    write_run(tmp_path, "scratch", SCRATCH)
+    d = write_run(tmp_path, "mslt", [(0, 0, 3.0), (1, 50, 3.8), (2, 100, 4.5), (3, 150, 3.9)])
+    rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+    for r in rows:
+        r["stage"] = ["init", "stack1", "full", "full"][r["step"]]
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r, curves, seeds, summary, _ = analyse(tmp_path)
+    assert list(curves[curves["label"] == "mslt"]["full_model"]) == [False, False, True, True]
+    assert curves[curves["label"] == "scratch"]["full_model"].all()
+    # 4.0 between (100, 4.5) and (150, 3.9), not at step 0 (3.0) nor in the shallow stage (3.8 at 50)
+    assert row(seeds, "mslt")["flops_to_target"] == pytest.approx(100 + 50 * 5 / 6)
+
+
+def test_a_staged_run_with_no_full_model_point_says_so(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    d = write_run(tmp_path, "mslt", [(0, 0, 9.0), (1, 50, 3.8)])
+    rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+    (d / "metrics.jsonl").write_text("".join(json.dumps({**r, "full_model": False}) + "\n" for r in rows))
+    r, _, seeds, summary, _ = analyse(tmp_path)
+    assert row(seeds, "mslt")["note"] == "no full-model eval"
+    cell = savings_table(summary, r, "bert_small_base", "mini").set_index("Method").loc["MSLT", "Savings (FLOPs)"]
+    assert cell == "no full-model eval: s0"
+
+
+def mark_same(d: Path, fingerprint: str) -> None:
+    """Give a record's step-0 row a computation fingerprint (runs/computation.py)."""
+    rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+    rows[0]["computation"] = fingerprint
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_one_computation_is_one_row_and_one_line(tmp_path):
+    from analysis.figures import Panel, panels_figure
+    curve = [(0, 0, 9.0), (1, 100, 5.0), (2, 200, 4.0)]
+    write_run(tmp_path, "scratch", SCRATCH)
+    for seed in (0, 1):
+        mark_same(write_run(tmp_path, "stackbert", curve, seed=seed), f"fp{seed}")
+        mark_same(write_run(tmp_path, "net2net", curve, seed=seed), f"fp{seed}")
+    mark_same(write_run(tmp_path, "interpolation", curve, seed=0), "fp0")      # same on s0 only
+    mark_same(write_run(tmp_path, "interpolation", curve, seed=1), "other")
+    d = write_run(tmp_path, "mslt", curve)                     # a recorded twin (old record: no fingerprint)
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "same_computation_as": "ki-s0"}))
+    write_run(tmp_path, "ki", curve[:2] + [(2, 200, 3.9)])   # only the recorded twin link says they are one
+    r, curves, _, summary, _ = analyse(tmp_path)
+    methods = list(savings_table(summary, r, "bert_small_base", "mini")["Method"])
+    # never two rows of one computation unmarked: merged where it holds for every seed, marked where on some
+    assert methods == ["Scratch", "StackBERT = Net2Net (s0 = Interpolation)",
+                       "Interpolation (s0 = StackBERT = Net2Net)", "MSLT = KI"]
+    fig, _ = panels_figure(curves[curves["seed"] == 0], [Panel(("bert_small_base",))], "mini")
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    # seed 0 alone: there interpolation is the same computation too (names in the paper's order)
+    assert "StackBERT = Interpolation = Net2Net" in legend and "Net2Net" not in legend and "MSLT = KI" in legend
+
+
+def test_records_without_fingerprints_are_one_computation_when_their_curves_are_bit_equal(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    for seed in (0, 1):
+        write_run(tmp_path, "stackbert", [(0, 0, 9.0), (1, 100, 5.0 + seed), (2, 200, 4.0)], seed=seed)
+        write_run(tmp_path, "net2net", [(0, 0, 9.0), (1, 100, 5.0 + seed), (2, 200, 4.0)], seed=seed)
+        write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 100, 5.0 + seed), (2, 200, 4.0 - 1e-12)], seed=seed)
+    r, _, _, summary, _ = analyse(tmp_path)
+    assert list(savings_table(summary, r, "bert_small_base", "mini")["Method"]) == [
+        "Scratch", "StackBERT = Net2Net", "LiGO"]
+
+
+def test_unigram_line_on_text_curves(tmp_path):
+    from analysis.figures import UNIGRAM_LABEL, Panel, panels_figure
+    for method, pts in (("scratch", SCRATCH), ("ligo", [(0, 0, 9.0), (1, 100, 4.0)])):
+        d = write_run(tmp_path, method, pts)
+        cfg = json.loads((d / "config.json").read_text())
+        (d / "config.json").write_text(json.dumps({**cfg, "reference": {"unigram_ce": 7.5, "eval_items": 64}}))
+    write_run(tmp_path / "v", "scratch", [(0, 0, 0.1), (1, 100, 0.8)], task="deit_s_b", acc=True)
+    _, curves, _, _, _ = analyse(tmp_path)
+    fig, _ = panels_figure(curves, [Panel(("bert_small_base",)), Panel(("deit_s_b",))], "mini")
+    text, vision = fig.axes
+    line = [ln for ln in text.get_lines() if ln.get_label() == UNIGRAM_LABEL]
+    assert len(line) == 1 and list(line[0].get_ydata()) == [7.5, 7.5]
+    assert text.get_ylim()[1] >= 7.5                  # inside the zoomed range, not cut off
+    assert not [ln for ln in vision.get_lines() if ln.get_label() == UNIGRAM_LABEL]
+
+
+def patch(d: Path, config=None, summary=None) -> Path:
+    """Add keys to a written record's config.json / summary.json (reference, recipes, units)."""
+    for name, extra in (("config.json", config), ("summary.json", summary)):
+        if extra:
+            data = json.loads((d / name).read_text())
+            for k, v in extra.items():
+                data[k] = {**data[k], **v} if isinstance(v, dict) and isinstance(data.get(k), dict) else v
+            (d / name).write_text(json.dumps(data))
+    return d
+
+
+def test_regime_checks_pass_fail_and_say_what_is_missing(tmp_path):
+    from analysis.regime import check_all
+    ref = {"reference": {"unigram_ce": 6.0, "eval_items": 512}}
+    patch(write_run(tmp_path, "scratch", SCRATCH), ref, {"units": 1000})                # final 4.0, 400 FLOPs
+    patch(write_run(tmp_path, "scratch", [(0, 0, 9.0), (1, 50, 4.8)], label="small", task="bert_small_base:small"),
+          ref, {"units": 2000})
+    patch(write_run(tmp_path, "ligo", [(0, 10, 7.0), (1, 110, 4.0)]), ref)               # fit 10 = 2.5% of 400
+    # no small record, no reference: the recipes give the token counts (small 2x2x8 < large 4x2x8)
+    patch(write_run(tmp_path, "scratch", SCRATCH, task="bert_small_large"), {"task": {
+        "recipe": {"steps": 4, "batch_size": 2, "seq_len": 8}, "small_recipe": {"steps": 2, "batch_size": 2,
+                                                                               "seq_len": 8}}})
+    acc = [(0, 0, 0.1), (1, 100, 0.8)]
+    patch(write_run(tmp_path, "scratch", acc, task="deit_s_b", acc=True), {"reference": {"eval_items": 4000}})
+    write_run(tmp_path, "scratch", [(0, 0, 0.1), (1, 50, 0.7)], label="small", task="deit_s_b:small", acc=True)
+    runs, _ = load_runs(tmp_path)
+    got = {(c.task, c.name.split(" ")[0] + " " + c.name.split(" ")[1]): (c.status, c.detail)
+           for c in check_all(runs_frame(runs))}
+    assert got[("bert_small_base", "small final")] == ("PASS",
+                                                       "small 4.800 (worst of 1 seed) vs unigram 6.000 - 1 = 5.000")
+    assert got[("bert_small_base", "scratch final")][0] == "PASS"
+    assert got[("bert_small_base", "LiGO fit")] == ("FAIL", "fit 10 = 2.50% of scratch's 400")
+    assert got[("bert_small_base", "small pretrained")] == ("PASS",
+                                                            "small 2,000 tokens (recorded) vs large 1,000 (recorded)")
+    assert got[("bert_small_large", "small final")][0].startswith("n/a (records carry no reference.unigram_ce")
+    assert got[("bert_small_large", "scratch final")][0].startswith("n/a (no small-model record")
+    assert got[("bert_small_large", "LiGO fit")][0] == "n/a (no run labelled ligo)"
+    assert got[("bert_small_large", "small pretrained")] == ("FAIL",
+                                                             "small 32 tokens (small_recipe) vs large 64 (recipe)")
+    assert got[("deit_s_b", "eval images")] == ("FAIL", "4,000 eval images")
+    assert got[("deit_s_b", "scratch final")] == ("PASS",
+                                                  "scratch 80.00% (worst of 1 seed) vs small 70.00% (best of 1) + 1")
+    assert ("deit_s_b", "small final") not in got and ("deit_s_b", "small pretrained") not in got
 
 
 def test_vision_uses_accuracy_higher_is_better(tmp_path):
@@ -221,7 +382,7 @@ def test_renderers_escape_and_align():
     assert to_markdown(df).splitlines()[1] == "|:---|---:|"
 
 
-def test_cli_regenerates_everything_in_seconds(tmp_path):
+def test_cli_regenerates_everything_in_seconds(tmp_path, capsys):
     runs = tmp_path / "runs"
     for seed in (0, 1):
         write_run(runs, "scratch", SCRATCH, seed=seed)
@@ -231,11 +392,17 @@ def test_cli_regenerates_everything_in_seconds(tmp_path):
     from analysis.__main__ import main
     # PNG only: PDF goes through the same savefig, and the shared CI machine is slow at drawing
     assert main(["--runs", str(runs), "--out", str(out), "--formats", "png"]) == 0
-    for name in ("report.md", "table1-mini.md", "table1-mini.tex", "savings-bert_small_base-mini.md",
+    for name in ("report.md", "regime.md", "table1-mini.md", "table1-mini.tex", "savings-bert_small_base-mini.md",
                  "figure2-mini.png", "curves-bert_small_base-mini.png", "savings_seeds.csv"):
         assert (out / name).exists(), name
     report = (out / "report.md").read_text()
     assert "incomplete" in report and "stackbert-s0" in report and "figure4-mini" in report
+    # the regime is checked in the report, in regime.md and on stdout; without the data it says n/a, never PASS
+    regime = (out / "regime.md").read_text()
+    assert "## Regime checks" in report and "n/a (no small-model record" in regime and "| PASS |" not in regime
+    assert "n/a (no small-model record" in capsys.readouterr().out
+    with pytest.raises(SystemExit):     # savings always pair seeds: the option that did not is gone
+        main(["--runs", str(runs), "--out", str(out), "--no-pair-seeds"])
 
 
 def test_analysis_imports_no_model_code():
