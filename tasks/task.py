@@ -171,4 +171,5 @@ class Task:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d.pop("extra")
+        d["small"], d["large"] = self.small.to_dict(), self.large.to_dict()
         return d

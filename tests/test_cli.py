@@ -70,6 +70,7 @@ def test_list_reads_the_registries_without_importing_torch():
             assert family == task.family
             for read, spec in zip(sizes[scale], (task.small, task.large)):
                 assert (read["layers"], read["hidden"], read["heads"]) == (spec.layers, spec.hidden, spec.heads)
+                assert read.get("kv_heads", 0) == spec.kv_heads
 
 
 @pytest.mark.parametrize("args,needle", [
