@@ -56,6 +56,11 @@ class GrowthMethod(ABC):
         """Optional learning before `grow` (LiGO trains its operator here); charge its FLOPs to `ledger`. The small
         model is on the run's device: learn there. `progress`: show a progress bar."""
 
+    def small_recipe(self, task):
+        """The recipe the small model this method grows from is pretrained with, when run.py trains it (default: the
+        task's). G_stack's growth timing is this budget."""
+        return task.small_recipe
+
     # -- training hooks ----------------------------------------------------------------------------------
     def stages(self, task, total_steps: int) -> list[Stage]:
         return [Stage("train", total_steps)]

@@ -191,6 +191,8 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
         raise ValueError("--out is empty; give a run directory")
     device = torch.device(device)
     out = Path(out) if out is not None else default_out(task, method, seed, strategies)
+    if method.needs_small:      # a method may set its small model's budget (G_stack's growth timing)
+        task = task.with_(small_recipe=method.small_recipe(task))
     method = apply_strategies(method, strategies)     # staged training wraps the method's stages
     family = get_family(task.family)
     check_inputs(task, method, seed, small)
