@@ -56,6 +56,10 @@ class GStack(CopyDepthMethod):
                              f"{L1} -> {L2} (g = {g}); leave growth_factor at 0 or pick a pair with L2 = g x L1")
         return g
 
+    def check_pair(self, task):
+        self.growth_factor(task.small.layers, task.large.layers)
+        self.small_recipe(task)
+
     def sources(self, L1, L2):
         self.growth_factor(L1, L2)
         return stack_sources(L1, L2)

@@ -38,6 +38,15 @@ from models.spec import ModelSpec
 NOISY_SECTIONS = ("blocks", "class_blocks")
 
 
+def check_clonable(s: ModelSpec, large: ModelSpec) -> ModelSpec:
+    if s.head_dim != large.head_dim:
+        raise ValueError(f"hypercloning clones whole heads and needs head_dim fixed ({s.head_dim} -> {large.head_dim})")
+    if s.group != large.group:
+        raise ValueError(f"hypercloning clones whole key/value groups and needs the query heads per key/value head "
+                         f"fixed ({s.heads}/{s.kv} -> {large.heads}/{large.kv})")
+    return s
+
+
 @dataclass
 class HyperCloningConfig(Config):
     snr_db: float | None = None   # symmetry-breaking noise at this signal-to-noise ratio in dB; None: no noise
@@ -55,15 +64,12 @@ class HyperCloning(GrowthMethod):
         super().__init__(config, **overrides)
         self.report: dict = {}
 
+    def check_pair(self, task):
+        check_clonable(task.small, task.large)
+
     # -- width, usable alone (as a width operator of the depth methods: --set width=hypercloning) -----------------
     def grow_width(self, canon: Canonical, large: ModelSpec) -> Canonical:
-        s = canon.spec
-        if s.head_dim != large.head_dim:
-            raise ValueError(f"hypercloning clones whole heads and needs head_dim fixed ({s.head_dim} -> "
-                             f"{large.head_dim})")
-        if s.group != large.group:
-            raise ValueError(f"hypercloning clones whole key/value groups and needs the query heads per key/value "
-                             f"head fixed ({s.heads}/{s.kv} -> {large.heads}/{large.kv})")
+        s = check_clonable(canon.spec, large)
         grown = grow_width(canon, large, net2net_width(s, large, torch.Generator(), kind="tiled"))  # tiled: no draws
         return grown if self.config.snr_db is None else self._add_noise(canon, grown)
 

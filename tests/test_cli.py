@@ -81,6 +81,13 @@ def test_list_reads_the_registries_without_importing_torch():
     (("--method", "scratch", "--task", "bert_small_base", "--set", "lr"), "malformed --set 'lr'"),
     (("--method", "scratch", "--task", "bert_small_base", "--set", "steps=abc"), "expected int"),
     (("--method", "scratch", "--task", "bert_small_base", "--steps", "-1"), "--steps must be >= 0"),
+    # pairs a method cannot grow: refused by its check_pair before the small model is pretrained or a file written
+    (("--method", "g_stack", "--task", "llama_small_base", "--set", "growth_factor=4"),
+     "g_stack growth_factor=4, but this pair grows depth 1 -> 2 (g = 2)"),
+    (("--method", "hypercloning", "--task", "llama_small_base", "--set", "large.kv_heads=2"),
+     "hypercloning clones whole key/value groups"),
+    (("--method", "net2net", "--task", "llama_small_base", "--set", "large.kv_heads=2"),
+     "net2net grows grouped-query attention by whole key/value groups"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, needle, tmp_path, capsys):
     out = tmp_path / "never"
