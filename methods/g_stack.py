@@ -71,7 +71,8 @@ class GStack(CopyDepthMethod):
         r = task.small_recipe
         if not self.config.growth_tokens:
             return r
-        return r.with_(steps=math.ceil(self.config.growth_tokens / tokens_per_step(task, r)))
+        steps = math.ceil(self.config.growth_tokens / tokens_per_step(task, r))
+        return r.with_(steps=steps, warmup=min(r.warmup, steps))       # a short budget keeps a valid warmup
 
     def grow(self, small, task):
         self.growth_factor(task.small.layers, task.large.layers)

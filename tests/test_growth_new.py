@@ -116,5 +116,7 @@ def test_g_stack_growth_timing_is_the_small_models_budget():
     assert method.report["width"] == "net2net"                       # the tiny pair grows width too: composed
     timed = get_method("g_stack", growth_tokens=1000)
     assert timed.small_recipe(task).steps == math.ceil(1000 / (r.batch_size * r.seq_len))
+    short = get_method("g_stack", growth_tokens=100).small_recipe(task)       # shorter than the warmup: clamped
+    assert (short.steps, short.warmup) == (1, 1)
     # the paper's guideline (README of the official code): Llama2-7B on 2T tokens -> d = 11.11B tokens
     assert guideline_tokens(7e9, 6 * 7e9 * 2e12) == pytest.approx(11.11e9, rel=0.02)
