@@ -136,3 +136,8 @@ def test_changing_the_group_size_is_refused_by_copying_methods():
                      large=dict(layers=1, hidden=128, heads=8, kv_heads=2), scale="tiny")
     with pytest.raises(ValueError, match=r"net2net.*key/value groups.*\(4/2 -> 8/2\)"):
         get_method("net2net").grow(build(task.small), task)
+    with pytest.raises(ValueError, match=r"^ligo's width_init='net2net': .*\(4/2 -> 8/2\); use width_init='random'"):
+        get_method("ligo").check_pair(task)
+    # LiGO's learned operator itself has no such constraint: from its random init it grows the pair
+    large = get_method("ligo", width_init="random", fit_steps=0).grow(build(task.small), task)
+    assert get_family("llama").spec_of(large) == task.large
