@@ -57,6 +57,7 @@ class GStack(CopyDepthMethod):
         return g
 
     def check_pair(self, task):
+        super().check_pair(task)                # the width operator's, where the pair grows width too
         self.growth_factor(task.small.layers, task.large.layers)
         self.small_recipe(task)
 

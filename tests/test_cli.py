@@ -88,6 +88,10 @@ def test_list_reads_the_registries_without_importing_torch():
      "hypercloning clones whole key/value groups"),
     (("--method", "net2net", "--task", "llama_small_base", "--set", "large.kv_heads=2"),
      "net2net grows grouped-query attention by whole key/value groups"),
+    (("--method", "stackbert", "--task", "llama_small_base", "--set", "large.kv_heads=2"),     # its width operator
+     "net2net grows grouped-query attention by whole key/value groups"),
+    (("--method", "ligo", "--task", "llama_small_base", "--set", "large.kv_heads=2"),
+     "ligo's width_init='net2net'"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, needle, tmp_path, capsys):
     out = tmp_path / "never"
