@@ -47,6 +47,7 @@ class Llama(Family):
     name = "llama"
     objective = "clm"
     blocks_attr = "model.layers"
+    grouped_query = True
 
     def config(self, spec: ModelSpec) -> hf.LlamaConfig:
         return hf.LlamaConfig(

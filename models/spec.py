@@ -80,7 +80,8 @@ def check_growable(small: ModelSpec, large: ModelSpec) -> None:
         raise ValueError(f"mismatched families: cannot grow {small.family} into {large.family}")
     for name in ("layers", "hidden", "heads", "kv", "ffn", "class_layers"):
         if getattr(large, name) < getattr(small, name):
-            raise ValueError(f"the large model shrinks in {name} ({getattr(small, name)} -> {getattr(large, name)}); "
+            label = "key/value heads" if name == "kv" else name
+            raise ValueError(f"the large model shrinks in {label} ({getattr(small, name)} -> {getattr(large, name)}); "
                              "growth needs large >= small in every dimension")
     for name in ("vocab", "positions", "image_size", "patch_size", "in_chans", "classes"):
         if getattr(large, name) != getattr(small, name):

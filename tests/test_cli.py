@@ -92,6 +92,8 @@ def test_list_reads_the_registries_without_importing_torch():
      "net2net grows grouped-query attention by whole key/value groups"),
     (("--method", "ligo", "--task", "llama_small_base", "--set", "large.kv_heads=2"),
      "ligo's width_init='net2net'"),
+    (("--method", "scratch", "--task", "gpt2_base_medium", "--set", "large.kv_heads=1"),
+     "gpt2 has no grouped-query attention"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, needle, tmp_path, capsys):
     out = tmp_path / "never"
