@@ -103,12 +103,15 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
           + [Entry("bert_small_base", "ligo", "ligo-init", (("steps", 0),))]),
     Sweep("gpt2_xl", "App. C.5 (GPT2-Medium -> GPT2-1.5B)",
           lambda scale: methods("gpt2_medium_xl", ("scratch", "ligo"))),
+    Sweep("llama", "not in the paper: a Llama-style pair (GQA, SwiGLU, RMSNorm, rotary) with every method, "
+          "HyperCloning and G_stack included",
+          lambda scale: methods("llama_small_base", ALL_METHODS + ("hypercloning", "g_stack"))),
 ]}
 # the committed mini-scale comparison: BERT with every method, a GPT-2 and a vision comparison
 SWEEPS["mini"] = Sweep("mini", "the committed mini-scale results (bert + gpt2 + deit)",
                        lambda scale: [e for n in ("bert", "gpt2", "deit") for e in SWEEPS[n].entries(scale)])
 SWEEPS["all"] = Sweep("all", "every table and figure",
-                      lambda scale: [e for s in list(SWEEPS.values()) if s.name not in ("mini", "all")
+                      lambda scale: [e for s in list(SWEEPS.values()) if s.name not in ("mini", "all", "llama")
                                      for e in s.entries(scale)])
 
 

@@ -56,6 +56,15 @@ class GrowthMethod(ABC):
         """Optional learning before `grow` (LiGO trains its operator here); charge its FLOPs to `ledger`. The small
         model is on the run's device: learn there. `progress`: show a progress bar."""
 
+    def check_pair(self, task) -> None:
+        """Refuse a pair this method cannot grow before a run writes anything: raise ValueError with one line that
+        names the method and the reason (`grow` raises the same where it is called directly). Default: none."""
+
+    def small_recipe(self, task):
+        """The recipe the small model this method grows from is pretrained with, when run.py trains it (default: the
+        task's). G_stack's growth timing is this budget."""
+        return task.small_recipe
+
     # -- training hooks ----------------------------------------------------------------------------------
     def stages(self, task, total_steps: int) -> list[Stage]:
         return [Stage("train", total_steps)]

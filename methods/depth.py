@@ -77,6 +77,12 @@ def width_operator(name: str, seed: int) -> GrowthMethod:
     return method
 
 
+def check_width_operator(name: str, seed: int, task) -> None:
+    """A pair that grows in width: the configured width operator's own refusals (e.g. Net2Net under GQA)."""
+    if grows_width(task.small, task.large):
+        width_operator(name, seed).check_pair(task)
+
+
 @dataclass
 class CopyDepthConfig(Config):
     width: str = "net2net"   # registered method with grow_width(), used when the pair also grows in width
@@ -96,6 +102,9 @@ class CopyDepthMethod(GrowthMethod):
     def __init__(self, config=None, **overrides):
         super().__init__(config, **overrides)
         self.report: dict = {}
+
+    def check_pair(self, task):
+        check_width_operator(self.config.width, self.config.seed, task)
 
     def grow(self, small, task):
         canon = small_canonical(small, task)

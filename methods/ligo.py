@@ -44,7 +44,8 @@ from tqdm import tqdm
 
 from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical
-from methods.ligo_operator import DEPTH_INITS, ORDERS, TYINGS, WIDTH_FORMS, WIDTH_INITS, LigoOperator, check_choice
+from methods.ligo_operator import (DEPTH_INITS, ORDERS, TYINGS, WIDTH_FORMS, WIDTH_INITS, LigoOperator, check_choice,
+                                  check_net2net_init)
 from methods.registry import register_method
 from models import get_family
 from models.canonical import Canonical
@@ -208,6 +209,10 @@ class Ligo(GrowthMethod):
         self.fit_loss: list[float] = []
         self.flops_per_step: float | None = None
         self.materialise_flops: float | None = None
+
+    def check_pair(self, task):
+        if self.config.width_init == "net2net":
+            check_net2net_init(task.small, task.large)
 
     # -- the operator ------------------------------------------------------------------------------------------
     def build_operator(self, canon: Canonical, task) -> LigoOperator:

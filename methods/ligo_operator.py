@@ -22,6 +22,10 @@ biases, norms) take B. What an IN axis (columns: the consuming side) takes is th
 - "untied": every IN axis its own free A (App. A's form; twice the width parameters), initialised to the
   fixed operator's IN matrix.
 
+Llama (grouped-query attention) retags o's input axis as Q (models/canonical.py), so there A_o is derived from
+B_Q, the query heads' expansion, where the other families derive it from B_V (without GQA both take the same head
+map at the Net2Net init; with it, o must follow the query heads, each of which reads a copy of its value head).
+
 Depth: w [L2, L1] per module type (one per BLOCK_AXES stem: q, k, v, o, fc1, fc2, norm1, norm2, gamma1/2,
 talk_l/w); `separate_bias_depth` gives biases their own w (the official code does).
 
@@ -41,7 +45,7 @@ import torch
 from torch import nn
 
 from methods.depth import depth_weights, interpolate_sources, stack_sources
-from methods.width import check_head_dim, net2net_width
+from methods.width import check_groups, check_head_dim, net2net_width
 from models.canonical import IN, OUT, RESIDUAL, Canonical, WidthMatrices, grow_width, mix_depth, space_size
 from models.spec import ModelSpec
 
@@ -240,10 +244,7 @@ class LigoOperator(nn.Module):
             self.set_depth(one_hot)
         if width_init == "net2net":
             # same seed and defaults as the net2net method -> the same index maps (Proposition 1 test)
-            try:
-                check_head_dim(self.small_spec, self.large)
-            except ValueError as e:
-                raise ValueError(f"{e}; use width_init='random' for this pair") from None
+            check_net2net_init(self.small_spec, self.large)
             self.set_width(net2net_width(self.small_spec, self.large, torch.Generator().manual_seed(seed)),
                            block_sources=sources)
         else:
@@ -287,6 +288,16 @@ class LigoOperator(nn.Module):
 
     def _dtype(self):
         return next(iter(self.depth.values())).dtype if len(self.depth) else torch.float32
+
+
+def check_net2net_init(small: ModelSpec, large: ModelSpec) -> None:
+    """width_init="net2net" needs what Net2Net needs (head_dim kept; under GQA the group size kept)."""
+    try:
+        check_head_dim(small, large)
+        if small.kv_heads or large.kv_heads:
+            check_groups(small, large)
+    except ValueError as e:
+        raise ValueError(f"ligo's width_init='net2net': {e}; use width_init='random' for this pair") from None
 
 
 def pinv_transposed(B: torch.Tensor) -> torch.Tensor:

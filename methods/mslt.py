@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from methods.base import GrowthMethod, Stage
-from methods.depth import CopyDepthConfig, grows_width, small_canonical, width_operator
+from methods.depth import CopyDepthConfig, check_width_operator, grows_width, small_canonical, width_operator
 from methods.registry import register_method
 from models import build_model, family_of, from_canonical, to_canonical
 from models.canonical import copy_depth
@@ -56,6 +56,9 @@ class MSLT(GrowthMethod):
         if k < 1:
             raise ValueError(f"stack_layers must be positive, got {k}")
         return list(range(L1 + k, L2, k)) + [L2] if L2 > L1 else []
+
+    def check_pair(self, task):
+        check_width_operator(self.config.width, self.config.seed, task)
 
     def grow(self, small, task):
         canon = small_canonical(small, task)

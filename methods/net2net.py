@@ -20,7 +20,7 @@ import torch
 from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical, stack_sources
 from methods.registry import register_method
-from methods.width import Net2NetWidth, check_head_dim, net2net_width, new_unit_mask
+from methods.width import Net2NetWidth, check_groups, check_head_dim, net2net_width, new_unit_mask
 from models import family_of, from_canonical, get_family
 from models.canonical import Canonical, copy_depth, grow_width
 from models.spec import ModelSpec
@@ -72,6 +72,11 @@ class Net2Net(GrowthMethod):
     def __init__(self, config=None, **overrides):
         super().__init__(config, **overrides)
         self.report: dict = {}
+
+    def check_pair(self, task):
+        check_head_dim(task.small, task.large)
+        if task.small.kv_heads or task.large.kv_heads:
+            check_groups(task.small, task.large)
 
     # -- width, usable alone (StackBERT/interpolation compose with it through `grow_width`) ---------------
     def width_operator(self, small: ModelSpec, large: ModelSpec, generator: torch.Generator) -> Net2NetWidth:

@@ -11,7 +11,12 @@ heads (one head map per layer, expanded by head_dim for Q/K/V and used as is for
 one map per FFN layer. LayerNorm averages over D, so it only sees the same statistics when every unit is
 copied equally often: the default "balanced" maps draw the new units as concatenated random permutations
 of range(n1), which makes that hold for every integer ratio (and copies units floor/ceil times otherwise);
-"uniform" draws them i.i.d. as the original Net2Net does (exact only where no norm sees the space).
+"uniform" draws them i.i.d. as the original Net2Net does (exact only where no norm sees the space); "tiled"
+repeats the whole small space (g(i) = i mod n1: HyperCloning's layout, as balanced as "balanced").
+Grouped-query attention (Llama) grows by whole key/value groups: a key/value head map is drawn, and query head
+h of the large model copies query head r of the small model's group g_kv(h // G), r = h mod G, with the group
+size G (query heads per key/value head) kept, so every copied query head still reads a copy of its own value
+head.
 
 The LiGO author builds Proposition 1's fixed operator from `net2net_maps` + `selection`.
 """
@@ -24,7 +29,7 @@ import torch
 from models.canonical import IN, OUT, RESIDUAL
 from models.spec import ModelSpec
 
-INDEX_MAPS = ("balanced", "uniform")
+INDEX_MAPS = ("balanced", "uniform", "tiled")
 
 
 def index_map(n1: int, n2: int, generator: torch.Generator, kind: str = "balanced") -> torch.Tensor:
@@ -39,6 +44,8 @@ def index_map(n1: int, n2: int, generator: torch.Generator, kind: str = "balance
                           [torch.zeros(0, dtype=torch.long)])[:extra]
     elif kind == "uniform":
         picks = torch.randint(n1, (extra,), generator=generator)
+    elif kind == "tiled":
+        picks = torch.arange(n1, n2) % n1
     else:
         raise ValueError(f"unknown index map '{kind}'; known: {', '.join(INDEX_MAPS)}")
     return torch.cat([torch.arange(n1), picks])
@@ -68,6 +75,7 @@ class Net2NetMaps:
     heads: dict[tuple[str, int], torch.Tensor] = field(default_factory=dict)
     ffn: dict[tuple[str, int], torch.Tensor] = field(default_factory=dict)
     head_dim: int = 0
+    kv_heads: dict[tuple[str, int], torch.Tensor] = field(default_factory=dict)   # GQA only; else = heads
 
     def unit_map(self, space: str, section: str, layer: int | None) -> tuple[torch.Tensor, int]:
         """(g, n1) for one (space, section, layer) of the canonical layout."""
@@ -77,8 +85,11 @@ class Net2NetMaps:
             g = self.ffn[section, layer]
         elif space == "H":
             g = self.heads[section, layer]
-        else:  # Q, K, V: whole heads, so head_dim stays and the softmax scale with it
+        elif space == "Q" or (section, layer) not in self.kv_heads:
+            # Q (and K, V without GQA): whole heads, so head_dim stays and the softmax scale with it
             g = expand_heads(self.heads[section, layer], self.head_dim)
+        else:  # K, V under grouped-query attention: whole key/value heads
+            g = expand_heads(self.kv_heads[section, layer], self.head_dim)
         return g, small_size(g)
 
 
@@ -93,18 +104,38 @@ def check_head_dim(small: ModelSpec, large: ModelSpec) -> None:
                          f"({small.head_dim} -> {large.head_dim})")
 
 
+def check_groups(small: ModelSpec, large: ModelSpec) -> None:
+    if small.group != large.group:
+        raise ValueError(f"net2net grows grouped-query attention by whole key/value groups and needs the query heads per "
+                         f"key/value head fixed ({small.heads}/{small.kv} -> {large.heads}/{large.kv})")
+
+
+def gqa_head_maps(small: ModelSpec, large: ModelSpec, generator: torch.Generator,
+                  kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(query head map, key/value head map) growing whole groups: see the module docstring."""
+    g_kv = index_map(small.kv, large.kv, generator, kind)
+    h = torch.arange(large.heads)
+    return g_kv[h // large.group] * small.group + h % large.group, g_kv
+
+
 def net2net_maps(small: ModelSpec, large: ModelSpec, generator: torch.Generator,
                  per_layer_maps: bool = True, kind: str = "balanced") -> Net2NetMaps:
     """Draw every index map of a small -> large width growth (depth is not grown here)."""
     check_head_dim(small, large)
+    gqa = bool(small.kv_heads or large.kv_heads)
+    if gqa:
+        check_groups(small, large)
     maps = Net2NetMaps(index_map(small.hidden, large.hidden, generator, kind), head_dim=small.head_dim)
     shared = None
     for section, n in (("blocks", small.layers), ("class_blocks", small.class_layers)):
         for layer in range(n):
             if shared is None or per_layer_maps:
-                shared = (index_map(small.heads, large.heads, generator, kind),
-                          index_map(small.ffn, large.ffn, generator, kind))
-            maps.heads[section, layer], maps.ffn[section, layer] = shared
+                heads = (gqa_head_maps(small, large, generator, kind) if gqa
+                         else (index_map(small.heads, large.heads, generator, kind), None))
+                shared = heads + (index_map(small.ffn, large.ffn, generator, kind),)
+            maps.heads[section, layer], kv, maps.ffn[section, layer] = shared
+            if kv is not None:
+                maps.kv_heads[section, layer] = kv
     return maps
 
 

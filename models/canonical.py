@@ -5,12 +5,19 @@ q/k/v/o/fc1/fc2/norms (math convention, `W[out, in]`) and never a family's own m
 
 Each tensor axis is tagged with the *space* it lives in and the *role* it plays:
 - spaces: "D" the residual stream (one for the whole model: embeddings, every o/fc2 output, every norm,
-  the head input); per layer "Q", "K", "V" (heads x head_dim), "F" (the FFN), "H" (heads, for CaiT's
-  talking-heads mixing); `None` for fixed axes (vocabulary, positions, pixels, classes).
+  the head input); per layer "Q" (heads x head_dim), "K", "V" (key/value heads x head_dim: fewer than the
+  query heads under grouped-query attention), "F" (the FFN; a gated FFN's gate and up projection, fc1, both
+  produce it), "H" (heads, for CaiT's talking-heads mixing); `None` for fixed axes (vocabulary, positions,
+  pixels, classes).
 - roles: OUT (the tensor produces this space: rows of a weight, biases, norm parameters, embeddings) or
   IN (the tensor consumes it: columns of a weight).
 A width operator is then just "a matrix per (space, role, layer)", which is exactly LiGO's tying (§3.3)
 and the one-index-map-for-the-residual-stream that Net2Net needs.
+
+A family may retag block tensors (`Canonical.block_axes`): under grouped-query attention (Llama) the output
+projection o consumes one head_dim slice per *query* head (each computed from the value head of its group), so
+its input axis is Q, not V. Without GQA the two spaces coincide in size and every fixed operator grows them by
+the same head map.
 
 One tag is not what its shape suggests: the norm that feeds a *tied* output layer (BERT's MLM transform norm,
 GPT-2's ln_f) is tagged IN. The tied decoder reuses the token embedding, whose D axis is expanded as an OUT
@@ -37,6 +44,8 @@ BLOCK_AXES: dict[str, tuple] = {
     "v.weight": (("V", OUT), ("D", IN)), "v.bias": (("V", OUT),),
     "o.weight": (("D", OUT), ("V", IN)), "o.bias": (("D", OUT),),
     "fc1.weight": (("F", OUT), ("D", IN)), "fc1.bias": (("F", OUT),),
+    # gated FFN (Llama's SwiGLU): fc2(act(gate x) * fc1 x); the gate produces the FFN space as fc1 does
+    "gate.weight": (("F", OUT), ("D", IN)),
     "fc2.weight": (("D", OUT), ("F", IN)), "fc2.bias": (("D", OUT),),
     "norm1.weight": (("D", OUT),), "norm1.bias": (("D", OUT),),
     "norm2.weight": (("D", OUT),), "norm2.bias": (("D", OUT),),
@@ -50,9 +59,13 @@ BLOCK_AXES: dict[str, tuple] = {
 SECTIONS = ("embed", "blocks", "class_blocks", "head")
 
 
+# Grouped-query attention: o consumes the query heads' outputs (module docstring).
+GQA_BLOCK_AXES: dict[str, tuple] = {**BLOCK_AXES, "o.weight": (("D", OUT), ("Q", IN))}
+
+
 def space_size(spec: ModelSpec, space: str) -> int:
-    return {"D": spec.hidden, "Q": spec.hidden, "K": spec.hidden, "V": spec.hidden,
-            "F": spec.ffn, "H": spec.heads}[space]
+    kv = spec.kv * spec.head_dim
+    return {"D": spec.hidden, "Q": spec.hidden, "K": kv, "V": kv, "F": spec.ffn, "H": spec.heads}[space]
 
 
 @dataclass
@@ -67,6 +80,8 @@ class Canonical:
     # Head key of the norm whose output feeds a *tied* output layer (BERT's MLM transform norm, GPT-2's
     # ln_f); `axes` tags its parameters IN (module docstring). None when untied.
     tied_head_norm: str | None = None
+    # The axes of block tensors: BLOCK_AXES, or a family's retagging (GQA_BLOCK_AXES; module docstring).
+    block_axes: dict[str, tuple] = field(default_factory=lambda: BLOCK_AXES)
 
     def axes(self, section: str, key: str) -> tuple:
         if section == "embed":
@@ -75,7 +90,7 @@ class Canonical:
             if self.tied_head_norm is not None and key.rpartition(".")[0] == self.tied_head_norm:
                 return (("D", IN),)        # see the module docstring: the tied decoder's consuming side
             return self.head_axes[key]
-        return BLOCK_AXES[key]
+        return self.block_axes[key]
 
     def items(self) -> Iterator[tuple[str, int | None, str, torch.Tensor]]:
         """(section, layer or None, key, tensor) for every tensor, in a fixed order."""

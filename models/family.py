@@ -51,6 +51,7 @@ class Family(ABC):
     objective: str          # "mlm", "clm" or "image": which batches the pretraining data must yield
     # The block container, as an attribute path on the model: used to freeze or drop layers by index.
     blocks_attr: str
+    grouped_query: bool = False   # the family has grouped-query attention (ModelSpec.kv_heads); else kv_heads is 0
 
     # -- building and identification -------------------------------------------------------------
     @abstractmethod

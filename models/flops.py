@@ -60,11 +60,15 @@ def backward_flops(fwd: ForwardFlops, trainable_blocks: set[int] | None = None,
     return total
 
 
-def transformer_block(batch: int, seq: int, hidden: int, ffn: int, queries: int | None = None) -> BlockFlops:
+def transformer_block(batch: int, seq: int, hidden: int, ffn: int, queries: int | None = None,
+                      kv_hidden: int | None = None, ffn_matrices: int = 2) -> BlockFlops:
     """One block over `batch` sequences of `seq` tokens. `queries` (per sequence) is for CaiT's class
-    attention, where only the class token queries and runs the MLP while keys/values cover all tokens."""
+    attention, where only the class token queries and runs the MLP while keys/values cover all tokens.
+    `kv_hidden`: width of k and v under grouped-query attention (default `hidden`); `ffn_matrices`: 3 for a
+    gated FFN (SwiGLU: gate, up, down)."""
     q = seq if queries is None else queries
-    linear = 2 * batch * hidden * hidden * (2 * q + 2 * seq) + 2 * 2 * batch * q * hidden * ffn
+    kv = hidden if kv_hidden is None else kv_hidden
+    linear = 2 * batch * hidden * (2 * q * hidden + 2 * seq * kv) + ffn_matrices * 2 * batch * q * hidden * ffn
     attention = 2 * 2 * batch * q * seq * hidden      # scores q.k^T and probs @ v
     return BlockFlops(float(linear), float(attention))
 

@@ -4,7 +4,8 @@ machine; this costs ~0.1 s).
 The registries stay the one source: this module reads their source files with `ast` instead of importing them.
 Methods are the classes decorated `@register_method("name")` in methods/*.py, described by the first sentence of
 the class docstring or, failing that, of their module's docstring; tasks are the `PAIRS` table of
-tasks/registry.py (family and small/large layers, hidden size and heads per scale). tests/test_cli.py checks that
+tasks/registry.py (family and small/large layers, hidden size and heads, and key/value heads where fewer, per
+scale). tests/test_cli.py checks that
 this reading agrees with the imported registries, so a registration this reader cannot see fails a test.
 """
 from __future__ import annotations
@@ -87,7 +88,8 @@ def tasks(root: Path = ROOT) -> tuple[tuple[str, ...], dict[str, tuple[str, dict
 
 
 def shape(size: dict) -> str:
-    return f"{size['layers']}L/{size['hidden']}H/{size['heads']}"
+    kv = f"({size['kv_heads']}kv)" if size.get("kv_heads") else ""     # grouped-query attention: key/value heads
+    return f"{size['layers']}L/{size['hidden']}H/{size['heads']}{kv}"
 
 
 def listing(scale: str = "mini", root: Path = ROOT) -> str:

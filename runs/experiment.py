@@ -156,10 +156,11 @@ def reference(data, task) -> dict:
 
 def check_inputs(task, method: GrowthMethod, seed: int, small: Path | None) -> None:
     """Everything about the input that can be checked before a file is written: the seed, the method's own
-    constraints on the recipe (its stages), the data path, the --small directory, the small-model cache."""
+    constraints on the recipe (its stages) and on the pair, the data path, the --small directory, the small-model cache."""
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"--seed must be an integer >= 0, got {seed}")
     method.stages(task, task.recipe.steps)      # e.g. MSLT's one step per stage at least
+    method.check_pair(task)                     # e.g. G_stack's whole-model stacks, GQA group sizes
     task.check_data()
     if method.needs_small and small is not None:
         check_small_dir(task, small)
@@ -191,6 +192,8 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
         raise ValueError("--out is empty; give a run directory")
     device = torch.device(device)
     out = Path(out) if out is not None else default_out(task, method, seed, strategies)
+    if method.needs_small:      # a method may set its small model's budget (G_stack's growth timing)
+        task = task.with_(small_recipe=method.small_recipe(task))
     method = apply_strategies(method, strategies)     # staged training wraps the method's stages
     family = get_family(task.family)
     check_inputs(task, method, seed, small)

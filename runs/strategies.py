@@ -162,10 +162,10 @@ class BlockRunner:
         if st.middle and i == st.middle.start:
             x = self._set_aside(x, st)
         inside = st.idx is not None and i in st.middle
-        if inside:                                     # attention masks shrink with the tokens
+        if inside:                                     # attention masks and per-token inputs shrink with the tokens
             n = st.stash.shape[1]
-            args = [_gather_mask(a, st.idx, n) for a in args]
-            kwargs = {k: _gather_mask(v, st.idx, n) for k, v in kwargs.items()}
+            args = [_gather_tokens(a, st.idx, n) for a in args]
+            kwargs = {k: _gather_tokens(v, st.idx, n) for k, v in kwargs.items()}
         if i == st.detach_in:
             x = _cut(x, st)
         rest = ()
@@ -212,6 +212,20 @@ def _cut(x, st):
     if st.stash is not None:
         st.stash = st.stash.detach()
     return x.detach().requires_grad_(torch.is_grad_enabled())
+
+
+def _gather_tokens(v, idx, n):
+    """A block's argument restricted to the kept tokens: 4-D attention masks (`_gather_mask`), and per-token inputs
+    [B or 1, n, ...] such as Llama's rotary (cos, sin), so that a kept token keeps its own position; tuples
+    element-wise; anything else passes."""
+    if isinstance(v, tuple):
+        return tuple(_gather_tokens(e, idx, n) for e in v)
+    if not torch.is_tensor(v) or v.dim() < 2 or v.shape[1] != n:
+        return v
+    if v.dim() == 4:
+        return _gather_mask(v, idx, n)
+    v = v.expand(idx.shape[0], *v.shape[1:])
+    return v.gather(1, idx.reshape(*idx.shape, *[1] * (v.dim() - 2)).expand(-1, -1, *v.shape[2:]))
 
 
 def _gather_mask(m, idx, n):

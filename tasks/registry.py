@@ -28,6 +28,11 @@ TEXT = {  # family -> scale -> (spec defaults, data, tokenizer)
     "gpt2": {"paper": (dict(vocab=50257, positions=1024), "c4", "gpt2"),
              "mini": (dict(vocab=4096, positions=64), "ptb", "bytelevel_bpe"),
              "tiny": (dict(vocab=512, positions=32), "ptb", "bytelevel_bpe")},
+    # Llama: untied output layer (Llama's choice); paper scale with the Llama-2 tokenizer (32,000 tokens) as
+    # TinyLlama publishes it ungated; rotary positions have no parameters, `positions` is only the length limit
+    "llama": {"paper": (dict(vocab=32000, positions=2048, tie_embeddings=False), "c4", "TinyLlama/TinyLlama_v1.1"),
+              "mini": (dict(vocab=4096, positions=64, tie_embeddings=False), "ptb", "bytelevel_bpe"),
+              "tiny": (dict(vocab=512, positions=32, tie_embeddings=False), "ptb", "bytelevel_bpe")},
 }
 VISION = {  # scale -> (spec defaults, data)
     "paper": (dict(image_size=224, patch_size=16, in_chans=3, classes=1000), "imagenet"),
@@ -46,6 +51,10 @@ PAPER_RECIPES = {
     # GPT-2: bs 384 and seq 1024 are the paper's (following Shen et al. 2022); steps, lr and warmup are not
     # stated there: 100K steps, lr 2e-4, 2K warmup assumed (see task notes).
     "gpt2": (Recipe(100_000, 384, 2e-4, 2_000, seq_len=1024, eval_every=5_000, eval_batches=50),) * 2,
+    # Llama: the LLaMA paper's optimiser (AdamW b2 0.95, eps 1e-5, wd 0.1, cosine, 2K warmup) at lr 3e-4, with
+    # the GPT-2 task's batch, sequence length and steps (assumed, see task notes)
+    "llama": (Recipe(100_000, 384, 3e-4, 2_000, seq_len=1024, weight_decay=0.1, schedule="cosine", eval_every=5_000,
+                     eval_batches=50, adam_betas=(0.9, 0.95), adam_eps=1e-5),) * 2,
     "vit": (Recipe(375_300, 1024, 1e-3, 6_255, weight_decay=0.05, schedule="cosine", eval_every=1_251,
                    eval_batches=50, adam_eps=1e-8),) * 2,
 }
@@ -102,7 +111,8 @@ def _pair(layers, hidden, heads, **kw) -> dict:
 
 
 # name -> family, {scale: (small, large)}, notes.  head_dim is kept everywhere (64; 48 for CaiT; 32 at tiny and for
-# the mini GPT-2 pair).
+# the mini GPT-2 pair; 16 for the mini and tiny Llama), and so is Llama's group size (query heads per key/value head:
+# 4 at paper scale, 2 below); Llama's FFN is models.llama.swiglu_ffn (multiple of 256; 32 below paper scale).
 PAIRS: dict[str, tuple[str, dict, str]] = {
     "bert_small_base": ("bert", {"paper": (_pair(6, 512, 8), _pair(12, 768, 12)),
                                  "mini": (_pair(2, 128, 2), _pair(4, 192, 3)),
@@ -131,6 +141,13 @@ PAIRS: dict[str, tuple[str, dict, str]] = {
                                 "mini": (_pair(2, 256, 4), _pair(4, 384, 6)),
                                 "tiny": (_pair(1, 64, 2), _pair(2, 96, 3))},
                        "paper App. C.5: 15K steps on C4, target log-perplexity 3.3"),
+    "llama_small_base": ("llama", {"paper": (_pair(12, 768, 12, kv_heads=3, ffn=2048),
+                                             _pair(24, 1024, 16, kv_heads=4, ffn=2816)),
+                                   # head_dim 16: x1.33 with the group size kept, at the mini GPT-2 pair's cost
+                                   "mini": (_pair(2, 96, 6, kv_heads=3, ffn=256), _pair(4, 128, 8, kv_heads=4, ffn=352)),
+                                   "tiny": (_pair(1, 64, 4, kv_heads=2, ffn=192), _pair(2, 96, 6, kv_heads=3, ffn=256))},
+                         "Llama-style pair (~124M -> ~336M, GQA, SwiGLU, RMSNorm, rotary, untied head), not from the "
+                         "LiGO paper: c4 with the GPT-2 task's batch/seq/steps, the LLaMA paper's AdamW settings"),
     "deit_s_b": ("vit", {"paper": (_pair(12, 384, 6), _pair(12, 768, 12)),
                          "mini": (_pair(4, 64, 1), _pair(4, 128, 2)),
                          "tiny": (_pair(2, 32, 1), _pair(2, 64, 2))}, ""),

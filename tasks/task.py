@@ -103,6 +103,8 @@ class Task:
     def __post_init__(self):
         if self.scale not in SCALES:
             raise ValueError(f"unknown scale '{self.scale}'; known: {', '.join(SCALES)}")
+        if (self.small.kv_heads or self.large.kv_heads) and not get_family(self.family).grouped_query:
+            raise ValueError(f"{self.family} has no grouped-query attention: leave kv_heads out (it is for llama)")
         check_growable(self.small, self.large)
         if get_family(self.family).objective != "image":
             for which, recipe, spec in (("", self.recipe, self.large),
@@ -171,4 +173,5 @@ class Task:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d.pop("extra")
+        d["small"], d["large"] = self.small.to_dict(), self.large.to_dict()
         return d

@@ -70,6 +70,7 @@ def test_list_reads_the_registries_without_importing_torch():
             assert family == task.family
             for read, spec in zip(sizes[scale], (task.small, task.large)):
                 assert (read["layers"], read["hidden"], read["heads"]) == (spec.layers, spec.hidden, spec.heads)
+                assert read.get("kv_heads", 0) == spec.kv_heads
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -80,6 +81,19 @@ def test_list_reads_the_registries_without_importing_torch():
     (("--method", "scratch", "--task", "bert_small_base", "--set", "lr"), "malformed --set 'lr'"),
     (("--method", "scratch", "--task", "bert_small_base", "--set", "steps=abc"), "expected int"),
     (("--method", "scratch", "--task", "bert_small_base", "--steps", "-1"), "--steps must be >= 0"),
+    # pairs a method cannot grow: refused by its check_pair before the small model is pretrained or a file written
+    (("--method", "g_stack", "--task", "llama_small_base", "--set", "growth_factor=4"),
+     "g_stack growth_factor=4, but this pair grows depth 1 -> 2 (g = 2)"),
+    (("--method", "hypercloning", "--task", "llama_small_base", "--set", "large.kv_heads=2"),
+     "hypercloning clones whole key/value groups"),
+    (("--method", "net2net", "--task", "llama_small_base", "--set", "large.kv_heads=2"),
+     "net2net grows grouped-query attention by whole key/value groups"),
+    (("--method", "stackbert", "--task", "llama_small_base", "--set", "large.kv_heads=2"),     # its width operator
+     "net2net grows grouped-query attention by whole key/value groups"),
+    (("--method", "ligo", "--task", "llama_small_base", "--set", "large.kv_heads=2"),
+     "ligo's width_init='net2net'"),
+    (("--method", "scratch", "--task", "gpt2_base_medium", "--set", "large.kv_heads=1"),
+     "gpt2 has no grouped-query attention"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, needle, tmp_path, capsys):
     out = tmp_path / "never"

@@ -15,7 +15,7 @@ from runs.record import load_run
 from tasks import get_task, make_task
 
 TASKS = {"bert": "bert_small_base", "roberta": "roberta_small_base", "gpt2": "gpt2_base_medium",
-         "vit": "deit_s_b", "cait": "cait_xs_s"}
+         "llama": "llama_small_base", "vit": "deit_s_b", "cait": "cait_xs_s"}
 REAL_METHODS = sorted(m for m in METHODS if not m.startswith("nan_"))   # skip test-only registrations
 
 
@@ -48,14 +48,16 @@ def test_grown_model_has_the_large_layout(name, family):
     assert get_family(family).spec_of(model) == task.large
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "gpt2", "vit", "cait"])
+@pytest.mark.parametrize("family", sorted(TASKS))
 @pytest.mark.parametrize("name", [m for m in REAL_METHODS if METHODS[m].preserves_function])
 def test_function_preserving_methods_preserve_function(name, family, trained):
     """On a small model that has learned (random init keeps logits near zero and hides scaling errors), tied output
-    layers included: logits within 1e-4 of their scale."""
+    layers included: logits within 1e-4 of their scale. Llama with grouped-query attention (2 query heads per
+    key/value head) and its own untied head."""
     extra = dict(class_layers=1) if family == "cait" else {}
-    task = make_task(family, small=dict(layers=2, hidden=64, heads=2, **extra),
-                     large=dict(layers=2, hidden=128, heads=4, **extra), scale="tiny")
+    kv = (dict(kv_heads=1), dict(kv_heads=2)) if family == "llama" else ({}, {})
+    task = make_task(family, small=dict(layers=2, hidden=64, heads=2, **extra, **kv[0]),
+                     large=dict(layers=2, hidden=128, heads=4, **extra, **kv[1]), scale="tiny")
     small = trained(task.small)
     large = get_method(name).grow(small, task)
     assert relative_logit_gap(small, large, next(learnable_batches(task.small, batch=4, seed=5))) <= 1e-4

@@ -11,7 +11,7 @@ from helpers import fake_batch
 from tasks import get_task, list_tasks
 
 TINY = {"bert": "bert_small_base", "roberta": "roberta_small_base", "gpt2": "gpt2_base_medium",
-        "vit": "deit_s_b", "cait": "cait_xs_s"}
+        "llama": "llama_small_base", "vit": "deit_s_b", "cait": "cait_xs_s"}
 
 
 def test_every_family_has_a_tiny_task():
@@ -41,7 +41,8 @@ def test_round_trip_is_exact(spec):
 @pytest.mark.parametrize("spec", specs())
 def test_canonical_axes_match_shapes(spec):
     canon = to_canonical(build_model(spec))
-    sizes = {"D": spec.hidden, "Q": spec.hidden, "K": spec.hidden, "V": spec.hidden, "F": spec.ffn, "H": spec.heads}
+    kv = spec.kv * spec.head_dim         # grouped-query attention (Llama): fewer key/value heads
+    sizes = {"D": spec.hidden, "Q": spec.hidden, "K": kv, "V": kv, "F": spec.ffn, "H": spec.heads}
     for section, _, key, t in canon.items():
         axes = canon.axes(section, key)
         assert len(axes) == t.dim(), (section, key)

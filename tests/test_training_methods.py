@@ -27,6 +27,7 @@ RECIPE = SimpleNamespace(bf16=False, grad_accum=1, lr=1e-2, weight_decay=0.01, a
 SPECS = {
     "bert": ModelSpec("bert", 5, 64, 2, vocab=128, positions=32),
     "gpt2": ModelSpec("gpt2", 5, 64, 2, vocab=128, positions=32),
+    "llama": ModelSpec("llama", 5, 64, 4, ffn=128, vocab=128, positions=32, kv_heads=2, tie_embeddings=False),
     "vit": ModelSpec("vit", 5, 32, 2, image_size=8, patch_size=2, in_chans=1, classes=10),
     "cait": ModelSpec("cait", 5, 48, 2, image_size=8, patch_size=2, in_chans=1, classes=10, class_layers=2),
 }
@@ -147,6 +148,29 @@ def test_ledger_skips_dropped_tokens(family):
         assert (kept[:, 0] == 0).all()
     ledger, counted, _ = measured(model, batch, Stage("s", 10, frozenset({3, 4})), strategies=Strategies(token_drop=0.3))
     assert ledger.total == pytest.approx(counted, rel=0.02)
+
+
+def test_tokens_set_aside_keep_their_rotary_positions():
+    """Llama passes every block the rotary (cos, sin) of all positions: inside the middle blocks the kept tokens
+    must get their own rows of it (a kept token at position 9 is rotated as position 9, not as its rank)."""
+    model, batch = model_of("llama"), fake_batch(SPECS["llama"])
+    seen = {}
+    block = get_family("llama").blocks(model)[2]                  # the first middle block of 5
+    original = block.forward
+
+    def spy(*args, **kwargs):
+        seen.update(hidden=(args[0] if args else kwargs["hidden_states"]).shape, cos=kwargs["position_embeddings"][0])
+        return original(*args, **kwargs)
+    block.forward = spy
+    try:
+        _, _, plan = measured(model, batch, strategies=Strategies(token_drop=0.3))
+    finally:
+        del block.forward
+    kept = plan.kept
+    assert seen["hidden"][1] == kept.shape[1] < batch["input_ids"].shape[1]
+    x = torch.zeros(1, 1, SPECS["llama"].hidden)
+    cos, _ = model.model.rotary_emb(x, kept)                      # the rotary of the kept positions themselves
+    assert torch.equal(seen["cos"], cos)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

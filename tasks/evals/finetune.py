@@ -217,7 +217,8 @@ def mean_over_seeds(per_seed: list[dict[str, float]]) -> dict[str, float]:
 # Which tokenizer outputs each family's model takes: GPT-2 would add token_type_ids through its token
 # embedding, and RoBERTa has a single token type, so only BERT gets them.
 TEXT_INPUTS = {"bert": ("input_ids", "token_type_ids", "attention_mask"),
-               "roberta": ("input_ids", "attention_mask"), "gpt2": ("input_ids", "attention_mask")}
+               "roberta": ("input_ids", "attention_mask"), "gpt2": ("input_ids", "attention_mask"),
+               "llama": ("input_ids", "attention_mask")}
 
 
 def type_ids(family: str) -> dict:
