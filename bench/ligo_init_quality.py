@@ -3,9 +3,9 @@ operator initialises from a small model that has learned (the mini regime's cach
 own evaluation set (issue: "LiGO as the paper defines it", whose first table this regenerates).
 
 Rows: the fixed operators (StackBERT, Net2Net, bert2BERT); LiGO at fit 0 (its default operator, which is Net2Net),
-after its default fit (the task's scale defaults: 20 steps at lr 1e-3 at mini), the paper's literal tying (A = B)
-at fit 0 (what LiGO's default was before), and the official code's initialisation (random [I; C] width rows,
-noisy stacking, literal tying) after the default fit. The fit draws the batch stream a run's fit draws
+after its default fit (the task's scale defaults: 20 steps at the paper's lr 2e-4 at mini), the paper's literal
+tying (A = B) at fit 0 (what LiGO's default was before), and the official code's initialisation (random [I; C]
+width rows, noisy stacking, literal tying) after the default fit. The fit draws the batch stream a run's fit draws
 (runs/experiment.py), so these are the step-0 numbers a run would log.
 
     HF_HUB_OFFLINE=1 python bench/ligo_init_quality.py [--tasks bert_small_base gpt2_base_medium deit_s_b
