@@ -78,9 +78,10 @@ def width_operator(name: str, seed: int) -> GrowthMethod:
 
 
 def check_width_operator(name: str, seed: int, task) -> None:
-    """A pair that grows in width: the configured width operator's own refusals (e.g. Net2Net under GQA)."""
+    """A pair that grows in width: the configured width operator's own refusals (e.g. Net2Net under GQA), of the
+    width growth alone (the operator sees the pair with the small depth: depth is the depth method's)."""
     if grows_width(task.small, task.large):
-        width_operator(name, seed).check_pair(task)
+        width_operator(name, seed).check_pair(task.with_(large=task.large.with_(layers=task.small.layers)))
 
 
 @dataclass

@@ -57,6 +57,7 @@ def _gather_scored(module, args):
 
 class _MaskedLM(Family):
     objective = "mlm"
+    norm_position = "post"   # LayerNorm after each residual sum (and on the embeddings)
     head_attr: str       # the MLM head module: "cls" / "lm_head"
     prefix: str          # "bert" / "roberta"
     head_names: dict     # canonical head key -> parameter name

@@ -48,6 +48,7 @@ class Llama(Family):
     objective = "clm"
     blocks_attr = "model.layers"
     grouped_query = True
+    norm_kind = "rmsnorm"
 
     def config(self, spec: ModelSpec) -> hf.LlamaConfig:
         return hf.LlamaConfig(
