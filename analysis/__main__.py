@@ -144,15 +144,17 @@ def main(argv=None) -> int:
             if df is None or df.empty:
                 missing.append(f"{name}-{scale} (needs {NEEDS[kind]} of {task})")
                 continue
-            written += write_table(df, args.out, f"{name}-{scale}", f"{caption} [{scale} scale]")
-            report += [markdown(df, f"{caption} [{scale} scale]"), ""]
+            caption = f"{caption} [{scale} scale]{regime.caption_warning(checks, task, scale)}"
+            written += write_table(df, args.out, f"{name}-{scale}", caption)
+            report += [markdown(df, caption), ""]
     report += ["## Savings per task", ""]
     for task, scale in groups:
         df = tables.savings_table(summary, runs, task, scale) if not summary.empty else None
         if df is None or df.empty:
             missing.append(f"savings-{task}-{scale} (no scratch run: no target)")
             continue
-        caption = f"{task} [{scale}]: targets (scratch final per seed) {targets(seeds, task, scale)}"
+        caption = (f"{task} [{scale}]: targets (scratch final per seed) {targets(seeds, task, scale)}"
+                   + regime.caption_warning(checks, task, scale))
         written += write_table(df, args.out, f"savings-{task}-{scale}", caption)
         report += [markdown(df, caption), ""]
     figs = []

@@ -462,3 +462,19 @@ def test_a_summary_that_does_not_match_its_metrics_is_left_out(tmp_path):
     assert [r.method for r in runs] == ["scratch"]
     assert [(p.kind, "summary.json says step 400 but metrics.jsonl ends at step 2" in p.message)
             for p in problems] == [("corrupt", True)]
+
+
+def test_tables_of_a_task_whose_regime_fails_say_so_in_their_caption(tmp_path):
+    """A scratch run that ends worse than the small model (BERT mini, 2026-11-23: 5.406 against 4.999) makes every
+    growth method 'save' ~99%: the tables must not print that as a ranking without saying the regime failed."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_run(runs, "scratch", SCRATCH)                                                      # final 4.0
+    write_run(runs, "scratch", [(0, 0, 9.0), (1, 50, 3.5)], label="small", task="bert_small_base:small")
+    write_run(runs, "ligo", [(0, 5, 4.5), (1, 100, 3.9)])                                   # fit 1.25%
+    write_run(runs, "scratch", SCRATCH, task="gpt2_base_medium")                            # no small: n/a, no warning
+    write_run(runs, "ligo", [(0, 5, 9.0), (1, 300, 3.9)], task="gpt2_base_medium")
+    from analysis.__main__ import main
+    assert main(["--runs", str(runs), "--out", str(out), "--formats", "png"]) == 0
+    for name in ("savings-bert_small_base-mini.md", "table1-mini.md", "savings-bert_small_base-mini.tex"):
+        assert "REGIME CHECK FAILED (scratch final < small final)" in (out / name).read_text(), name
+    assert "REGIME CHECK FAILED" not in (out / "savings-gpt2_base_medium-mini.md").read_text()
