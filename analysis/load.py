@@ -221,6 +221,12 @@ def curve_digest(run: Run) -> str:
     return hashlib.sha1(json.dumps(sorted(points), default=str).encode()).hexdigest()
 
 
+def fingerprint(run: Run) -> str | None:
+    """runs/computation.py's fingerprint, logged on the step-0 row (None for records made before it was)."""
+    first = min(run.metrics, key=lambda m: m["step"])
+    return first.get("computation") if first["step"] == 0 else None
+
+
 def twin_of(run: Run) -> tuple[str, int] | None:
     """(label, seed) of the run this record was copied from as the same computation (bench/sweeps.py
     record_as_twin writes config "same_computation_as": "<label>-s<seed>"), or None."""
@@ -255,7 +261,7 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "method_config": (r.config["method"].get("config") or {}),
             "downstream": downstream_scores(r),
             # runs/computation.py's fingerprint (step-0 row): equal fingerprints are one computation
-            "computation": first.get("computation") if first["step"] == 0 else None, "twin_of": twin_of(r),
+            "computation": fingerprint(r), "twin_of": twin_of(r),
             "curve": curve_digest(r),
             # what the eval numbers are read against (runs/experiment.py reference), for the regime check
             "unigram_ce": ref.get("unigram_ce"), "eval_items": ref.get("eval_items"),
@@ -276,9 +282,8 @@ def curves_frame(runs: list[Run]) -> pd.DataFrame:
     for r in runs:
         task, scale, role, label, seed = identity(r)
         unigram = (r.config.get("reference") or {}).get("unigram_ce")
-        first = min(r.metrics, key=lambda m: m["step"])
         # per run, repeated on its rows: figures merge the lines of runs that are one computation (identical.py)
-        comp, curve = (first.get("computation") if first["step"] == 0 else None), curve_digest(r)
+        comp, twin, curve = fingerprint(r), twin_of(r), curve_digest(r)
         for m, full in sorted(zip(r.metrics, full_model_rows(r)), key=lambda mf: mf[0]["step"]):
             if m.get("eval_loss") is None and m.get("eval_acc") is None:
                 continue
@@ -287,7 +292,7 @@ def curves_frame(runs: list[Run]) -> pd.DataFrame:
                          "flops": float(m["flops"]), "wall": float(m.get("wall") or 0.0),
                          "eval_loss": m.get("eval_loss"), "eval_acc": m.get("eval_acc"),
                          "stage": m.get("stage"), "full_model": full, "unigram_ce": unigram,
-                         "computation": comp, "twin_of": twin_of(r), "curve": curve})
+                         "computation": comp, "twin_of": twin, "curve": curve})
     cols = ["task", "scale", "role", "label", "method", "seed", "step", "flops", "wall", "eval_loss",
             "eval_acc", "stage", "full_model", "unigram_ce", "computation", "twin_of", "curve"]
     df = pd.DataFrame(rows, columns=cols)

@@ -18,7 +18,6 @@ import torch
 from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical, stack_sources
 from methods.registry import register_method
-from methods.width import check_head_dim
 from models import build_model, from_canonical, to_canonical
 from models.canonical import Canonical, copy_depth
 from models.spec import ModelSpec
@@ -41,7 +40,9 @@ class DirectCopy(GrowthMethod):
     def grow_width(self, canon: Canonical, large: ModelSpec) -> Canonical:
         """Width growth of canonical weights, layers kept: a freshly initialised model of the large width (the
         global RNG, which the run seeds) with the small tensors written into its leading blocks."""
-        check_head_dim(canon.spec, large)
+        if canon.spec.head_dim != large.head_dim:   # the small heads are written into whole large heads
+            raise ValueError(f"direct_copy places whole heads and needs head_dim fixed "
+                             f"({canon.spec.head_dim} -> {large.head_dim})")
         fresh = to_canonical(build_model(large.with_(layers=canon.spec.layers)))
 
         def place(section, layer, key, t):

@@ -30,7 +30,7 @@ from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical, stack_sources
 from methods.net2net import function_deviation
 from methods.registry import register_method
-from methods.width import net2net_width
+from methods.width import check_whole_heads, net2net_width
 from models import from_canonical
 from models.canonical import IN, Canonical, copy_depth, grow_width
 from models.spec import ModelSpec
@@ -39,11 +39,7 @@ NOISY_SECTIONS = ("blocks", "class_blocks")
 
 
 def check_clonable(s: ModelSpec, large: ModelSpec) -> ModelSpec:
-    if s.head_dim != large.head_dim:
-        raise ValueError(f"hypercloning clones whole heads and needs head_dim fixed ({s.head_dim} -> {large.head_dim})")
-    if s.group != large.group:
-        raise ValueError(f"hypercloning clones whole key/value groups and needs the query heads per key/value head "
-                         f"fixed ({s.heads}/{s.kv} -> {large.heads}/{large.kv})")
+    check_whole_heads(s, large, "hypercloning clones whole heads", "hypercloning clones whole key/value groups")
     return s
 
 

@@ -48,7 +48,7 @@ from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical
 from methods.net2net import function_deviation
 from methods.registry import register_method
-from methods.width import net2net_maps
+from methods.width import check_whole_heads, net2net_maps
 from models import from_canonical, get_family
 from models.canonical import IN, OUT, RESIDUAL, Canonical, contract
 from models.spec import ModelSpec
@@ -72,11 +72,7 @@ def check_lemon(small: ModelSpec, large: ModelSpec, config: LemonConfig) -> None
         raise ValueError(f"lemon split_spread must be in [0, 1) (shares stay positive), got {config.split_spread}")
     if config.depth_noise < 0:
         raise ValueError(f"lemon depth_noise must be >= 0, got {config.depth_noise}")
-    if small.head_dim != large.head_dim:
-        raise ValueError(f"lemon copies whole heads and needs head_dim fixed ({small.head_dim} -> {large.head_dim})")
-    if small.group != large.group:
-        raise ValueError(f"lemon copies whole key/value groups and needs the query heads per key/value head fixed "
-                         f"({small.heads}/{small.kv} -> {large.heads}/{large.kv})")
+    check_whole_heads(small, large, "lemon copies whole heads", "lemon copies whole key/value groups")
     family = get_family(small.family)
     if family.norm_kind not in NORM_KINDS:
         raise ValueError(f"lemon keeps the statistics of {' and '.join(NORM_KINDS)} only, not {family.name}'s "

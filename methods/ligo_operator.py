@@ -45,7 +45,7 @@ import torch
 from torch import nn
 
 from methods.depth import depth_weights, interpolate_sources, stack_sources
-from methods.width import check_groups, check_head_dim, net2net_width
+from methods.width import check_whole_heads, net2net_width
 from models.canonical import IN, OUT, RESIDUAL, Canonical, WidthMatrices, grow_width, mix_depth, space_size
 from models.spec import ModelSpec
 
@@ -293,9 +293,7 @@ class LigoOperator(nn.Module):
 def check_net2net_init(small: ModelSpec, large: ModelSpec) -> None:
     """width_init="net2net" needs what Net2Net needs (head_dim kept; under GQA the group size kept)."""
     try:
-        check_head_dim(small, large)
-        if small.kv_heads or large.kv_heads:
-            check_groups(small, large)
+        check_whole_heads(small, large)
     except ValueError as e:
         raise ValueError(f"ligo's width_init='net2net': {e}; use width_init='random' for this pair") from None
 

@@ -20,7 +20,7 @@ import torch
 from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical, stack_sources
 from methods.registry import register_method
-from methods.width import Net2NetWidth, check_groups, check_head_dim, net2net_width, new_unit_mask
+from methods.width import Net2NetWidth, check_whole_heads, net2net_width, new_unit_mask
 from models import family_of, from_canonical, get_family
 from models.canonical import Canonical, copy_depth, grow_width
 from models.spec import ModelSpec
@@ -74,9 +74,7 @@ class Net2Net(GrowthMethod):
         self.report: dict = {}
 
     def check_pair(self, task):
-        check_head_dim(task.small, task.large)
-        if task.small.kv_heads or task.large.kv_heads:
-            check_groups(task.small, task.large)
+        check_whole_heads(task.small, task.large)
 
     # -- width, usable alone (StackBERT/interpolation compose with it through `grow_width`) ---------------
     def width_operator(self, small: ModelSpec, large: ModelSpec, generator: torch.Generator) -> Net2NetWidth:
@@ -89,7 +87,7 @@ class Net2Net(GrowthMethod):
 
     def grow_width(self, canon: Canonical, large: ModelSpec) -> Canonical:
         """Width growth of canonical weights (layers kept): maps, rule, then noise on the new copies."""
-        check_head_dim(canon.spec, large)
+        check_whole_heads(canon.spec, large)
         gen = torch.Generator().manual_seed(self.config.seed)
         grown = self.widen(canon, large, self.width_operator(canon.spec, large, gen))
         return self._add_noise(canon, grown, gen) if self.config.noise else grown
@@ -110,7 +108,7 @@ class Net2Net(GrowthMethod):
     # -- the method -------------------------------------------------------------------------------------------
     def grow(self, small, task):
         canon = small_canonical(small, task)
-        check_head_dim(task.small, task.large)
+        check_whole_heads(task.small, task.large)
         canon = self.grow_width(canon, task.large)
         large = from_canonical(copy_depth(canon, stack_sources(task.small.layers, task.large.layers)))
         self.report = {

@@ -98,16 +98,17 @@ def small_size(g: torch.Tensor) -> int:
     return int(g.max()) + 1
 
 
-def check_head_dim(small: ModelSpec, large: ModelSpec) -> None:
+def check_whole_heads(small: ModelSpec, large: ModelSpec,
+                      heads: str = "net2net grows attention by whole heads",
+                      groups: str = "net2net grows grouped-query attention by whole key/value groups") -> None:
+    """What every operator that copies whole heads needs: head_dim kept and, under grouped-query attention, the
+    query heads per key/value head kept (without GQA both sides have groups of 1). `heads` / `groups` open the
+    one-line refusal with the method's name and what it does."""
     if small.head_dim != large.head_dim:
-        raise ValueError(f"net2net grows attention by whole heads and needs head_dim fixed "
-                         f"({small.head_dim} -> {large.head_dim})")
-
-
-def check_groups(small: ModelSpec, large: ModelSpec) -> None:
+        raise ValueError(f"{heads} and needs head_dim fixed ({small.head_dim} -> {large.head_dim})")
     if small.group != large.group:
-        raise ValueError(f"net2net grows grouped-query attention by whole key/value groups and needs the query heads per "
-                         f"key/value head fixed ({small.heads}/{small.kv} -> {large.heads}/{large.kv})")
+        raise ValueError(f"{groups} and needs the query heads per key/value head fixed "
+                         f"({small.heads}/{small.kv} -> {large.heads}/{large.kv})")
 
 
 def gqa_head_maps(small: ModelSpec, large: ModelSpec, generator: torch.Generator,
@@ -121,10 +122,8 @@ def gqa_head_maps(small: ModelSpec, large: ModelSpec, generator: torch.Generator
 def net2net_maps(small: ModelSpec, large: ModelSpec, generator: torch.Generator,
                  per_layer_maps: bool = True, kind: str = "balanced") -> Net2NetMaps:
     """Draw every index map of a small -> large width growth (depth is not grown here)."""
-    check_head_dim(small, large)
+    check_whole_heads(small, large)
     gqa = bool(small.kv_heads or large.kv_heads)
-    if gqa:
-        check_groups(small, large)
     maps = Net2NetMaps(index_map(small.hidden, large.hidden, generator, kind), head_dim=small.head_dim)
     shared = None
     for section, n in (("blocks", small.layers), ("class_blocks", small.class_layers)):

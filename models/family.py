@@ -150,6 +150,22 @@ class Family(ABC):
     def load(self, directory: Path) -> nn.Module: ...
 
 
+class CausalLM(Family):
+    """What every HF causal LM family shares (GPT-2, Llama): next-token loss computed by transformers itself, logits
+    from input_ids, export by save_pretrained."""
+    objective = "clm"
+
+    def logits(self, model, batch):
+        return model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
+
+    def compute_loss(self, call, batch):
+        # transformers shifts the labels itself: position t predicts token t+1
+        return call(**batch).loss
+
+    def export(self, model, directory: Path) -> None:
+        model.save_pretrained(directory)
+
+
 def _clone(model: nn.Module) -> nn.Module:
     import copy
     return copy.deepcopy(model)

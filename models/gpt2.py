@@ -15,7 +15,7 @@ import transformers as hf
 from torch import nn
 
 from models.canonical import IN, OUT, Canonical
-from models.family import Family, register_family
+from models.family import CausalLM, register_family
 from models.flops import ForwardFlops, transformer_block
 from models.spec import ModelSpec
 
@@ -29,9 +29,8 @@ HEAD_AXES = {"norm.weight": (D_OUT,), "norm.bias": (D_OUT,), "decoder.weight": (
 
 
 @register_family
-class GPT2(Family):
+class GPT2(CausalLM):
     name = "gpt2"
-    objective = "clm"
     blocks_attr = "transformer.h"
 
     def config(self, spec: ModelSpec) -> hf.GPT2Config:
@@ -97,14 +96,7 @@ class GPT2(Family):
                 state[f"{pre}{name}.bias"] = block[f"{key}.bias"]
         return state
 
-    # -- training ----------------------------------------------------------------------------------------
-    def logits(self, model, batch):
-        return model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
-
-    def compute_loss(self, call, batch):
-        # transformers shifts the labels itself: position t predicts token t+1
-        return call(**batch).loss
-
+    # -- FLOPs (loss, logits and export: CausalLM) ---------------------------------------------------
     def forward_flops(self, spec: ModelSpec, batch: int, seq: int, head_tokens: int | None = None) -> ForwardFlops:
         # the causal mask does not save matmul work (scores are computed in full, then masked), and the
         # LM head projects every position onto the vocabulary
@@ -112,8 +104,5 @@ class GPT2(Family):
         return ForwardFlops(0.0, [transformer_block(batch, seq, spec.hidden, spec.ffn)] * spec.layers, float(head))
 
     # -- export ------------------------------------------------------------------------------------------
-    def export(self, model, directory: Path) -> None:
-        model.save_pretrained(directory)
-
     def load(self, directory: Path):
         return hf.GPT2LMHeadModel.from_pretrained(directory, attn_implementation="sdpa")

@@ -22,7 +22,7 @@ import transformers as hf
 from torch import nn
 
 from models.canonical import GQA_BLOCK_AXES, IN, OUT, Canonical
-from models.family import Family, register_family
+from models.family import CausalLM, register_family
 from models.flops import ForwardFlops, transformer_block
 from models.spec import ModelSpec
 
@@ -43,9 +43,8 @@ def swiglu_ffn(hidden: int, multiple_of: int = 256) -> int:
 
 
 @register_family
-class Llama(Family):
+class Llama(CausalLM):
     name = "llama"
-    objective = "clm"
     blocks_attr = "model.layers"
     grouped_query = True
     norm_kind = "rmsnorm"
@@ -100,14 +99,7 @@ class Llama(Family):
                 state[f"model.layers.{layer}.{name}.weight"] = block[f"{key}.weight"]
         return state
 
-    # -- training ----------------------------------------------------------------------------------------
-    def logits(self, model, batch):
-        return model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
-
-    def compute_loss(self, call, batch):
-        # transformers shifts the labels itself: position t predicts token t+1
-        return call(**batch).loss
-
+    # -- FLOPs (loss, logits and export: CausalLM) ---------------------------------------------------
     def forward_flops(self, spec: ModelSpec, batch: int, seq: int, head_tokens: int | None = None) -> ForwardFlops:
         # k and v project onto kv_heads x head_dim only; the gated FFN has three matrices; scores and values
         # cover every query head (a key/value head serves its whole group); the causal mask saves no matmul work;
@@ -118,8 +110,5 @@ class Llama(Family):
         return ForwardFlops(0.0, [block] * spec.layers, float(head))
 
     # -- export ------------------------------------------------------------------------------------------
-    def export(self, model, directory: Path) -> None:
-        model.save_pretrained(directory)
-
     def load(self, directory: Path):
         return hf.LlamaForCausalLM.from_pretrained(directory, attn_implementation="sdpa")
