@@ -13,7 +13,7 @@
 """
 from __future__ import annotations
 
-from models import ModelSpec
+from models import ModelSpec, get_family
 from models.family import unknown
 from tasks.task import SCALES, Recipe, Task
 
@@ -59,9 +59,16 @@ PAPER_RECIPES = {
                    eval_batches=50, adam_eps=1e-8),) * 2,
 }
 PAPER_RECIPES["cait"] = PAPER_RECIPES["vit"]
-# lr 2e-3: at 1e-3 the old mini's small BERT sat on the unigram plateau for longer; at 5e-3 it learned slower still
-# (probes on the 2L/128 small BERT, batch 32: eval loss 6.006 at step 500 with 2e-3, 6.371 with 5e-3)
+# lr 2e-3 for the pre-norm text families (GPT-2, Llama): at 1e-3 the old mini's models sat on the unigram plateau
+# for longer; at 5e-3 they learned slower still (probes on the 2L/128 small BERT, batch 32: eval loss 6.006 at step
+# 500 with 2e-3, 6.371 with 5e-3). The mini GPT-2 pair learns at 2e-3 (scratch-large 4.146 < small 4.293).
 MINI_TEXT = Recipe(1600, 64, 2e-3, 100, seq_len=64, eval_every=200, eval_batches=25, log_every=50)
+# lr 1e-3 for the post-norm families (BERT, RoBERTa): at 2e-3 the 4-layer post-LN BERT sat on the plateau until step
+# ~1,200 and ended at 5.406, above its 2-layer small model (4.999); at 1e-3 it left the plateau by step 600 (eval
+# 5.283 there, against 5.861 at 2e-3) and the small model learned at least as fast (5.615 at step 800, against 5.731).
+# A post-LN stack takes a smaller step size than a pre-LN one (Xiong et al. 2020); at 5e-4 the large BERT was no
+# faster than at 2e-3 (5.962 at step 400, against 5.939; 1e-3: 5.809).
+MINI_TEXT_POST_NORM = MINI_TEXT.with_(lr=1e-3)
 MINI_VISION = Recipe(1600, 64, 1e-3, 100, weight_decay=0.05, schedule="linear", eval_every=200, eval_batches=80,
                      log_every=50)
 TINY_TEXT = Recipe(8, 4, 1e-3, 2, seq_len=32, eval_every=4, eval_batches=2, log_every=2)
@@ -72,7 +79,8 @@ def _recipes(family: str, scale: str) -> tuple[Recipe, Recipe]:
     if scale == "paper":
         return PAPER_RECIPES[family]
     text = family in TEXT
-    r = {"mini": MINI_TEXT if text else MINI_VISION, "tiny": TINY_TEXT if text else TINY_VISION}[scale]
+    mini_text = MINI_TEXT_POST_NORM if get_family(family).norm_position == "post" else MINI_TEXT
+    r = {"mini": mini_text if text else MINI_VISION, "tiny": TINY_TEXT if text else TINY_VISION}[scale]
     return r, r
 
 
