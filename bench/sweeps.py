@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -146,6 +147,38 @@ def status(path: Path) -> str:
     if (path / "summary.json").exists():
         return "done"
     return "resume" if (path / "config.json").exists() else "new"
+
+
+def _differ(before: dict, now: dict, prefix: str = "") -> list[str]:
+    """The dotted keys where two records differ, e.g. ['recipe.lr', 'small_recipe.lr']."""
+    keys = []
+    for k in sorted(set(before) | set(now)):
+        a, b = before.get(k), now.get(k)
+        if a != b:
+            nested = isinstance(a, dict) and isinstance(b, dict)
+            keys += _differ(a, b, f"{prefix}{k}.") if nested else [f"{prefix}{k}"]
+    return keys
+
+
+def stale_reason(path: Path, task, method, strategies) -> str | None:
+    """Why the complete record in `path` is not the run this entry would make now (its task, method or strategies
+    were recorded with another configuration: a recipe changed since), or None. A sweep must not count such a
+    record as done: its numbers belong to another computation."""
+    from runs.preflight import jsonable
+    from runs.record import CONFIG
+    recorded = json.loads((path / CONFIG).read_text())
+    def configured(described):    # a method's name and settings; what grow() adds to its record is an outcome
+        return {k: (described or {}).get(k) for k in ("name", "config")}
+    recorded["method"] = configured(recorded.get("method"))
+    now = {"task": task.to_dict(), "method": configured(method.describe()),
+           "strategies": strategies.record() if strategies is not None and strategies.active else None}
+    for key, value in now.items():
+        before, value = jsonable(recorded.get(key)), jsonable(value)
+        if before != value:
+            if isinstance(before, dict) and isinstance(value, dict):
+                return f"its {key} was recorded with another configuration (differs in: {', '.join(_differ(before, value))})"
+            return f"its {key} was recorded as {before!r}, the sweep now runs {value!r}"
+    return None
 
 
 def build(entry: Entry, scale: str, common: tuple = ()):
@@ -287,8 +320,8 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
         from runs.experiment import OUT_ROOT
         out = OUT_ROOT
     todo = plan(names, scale, seeds, only)
-    outcome: dict[str, list[str]] = {"done": [], "ran": [], "same computation": [], "unavailable": [], "failed": [],
-                                     "planned": []}
+    outcome: dict[str, list[str]] = {"done": [], "ran": [], "same computation": [], "stale": [], "unavailable": [],
+                                     "failed": [], "planned": []}
     for i, (entry, seed) in enumerate(todo, 1):
         path = run_dir(Path(out), entry, scale, seed)
         state, where = status(path), f"[{i}/{len(todo)}] {path}"
@@ -297,6 +330,11 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
         except LookupError as e:
             log(f"{where}: unavailable ({e})")
             outcome["unavailable"].append(f"{path}: {e}")
+            continue
+        stale = stale_reason(path, task, method, strategies) if state == "done" else None
+        if stale:
+            log(f"{where}: complete, but {stale}: not this sweep's result; move it away to re-run it")
+            outcome["stale"].append(f"{path}: {stale}")
             continue
         if dry_run or state == "done":
             log(f"{where}: " + ("complete, skipped" if state == "done" else f"would {state.replace('new', 'run')}"))
@@ -383,9 +421,9 @@ def main(argv=None) -> int:
         print(f"error: {e.args[0]}", file=sys.stderr)
         return 2
     print("; ".join(f"{k}: {len(v)}" for k, v in result.items() if v))
-    for line in result["unavailable"] + result["failed"]:
+    for line in result["stale"] + result["unavailable"] + result["failed"]:
         print(f"  {line}")
-    return 1 if result["failed"] or result["unavailable"] else 0
+    return 1 if result["failed"] or result["unavailable"] or result["stale"] else 0
 
 
 if __name__ == "__main__":

@@ -451,6 +451,24 @@ def test_sweep_records_a_twin_instead_of_running_the_same_computation_again(tmp_
     assert set(runs_frame(runs)["label"]) >= {"stackbert", "interpolation", "net2net"}
 
 
+def test_sweep_reports_a_complete_record_of_another_recipe_as_stale_and_leaves_it_alone(tmp_path):
+    """BERT mini's lr changed (2e-3 -> 1e-3, 2026-11-23): a sweep must not count the records of the old recipe as
+    its result ('complete, skipped'), nor overwrite them: it names them, what differs, and exits non-zero."""
+    from bench.sweeps import main, run_sweep
+    logs = []
+    out = run_sweep(["bert"], "tiny", [0], tmp_path, only=["scratch"], log=logs.append)
+    assert len(out["ran"]) == 1 and not out["failed"], logs
+    run = tmp_path / "bert_small_base-tiny" / "scratch-s0"
+    before = {f.name: f.read_bytes() for f in run.iterdir() if f.is_file()}
+    out = run_sweep(["bert"], "tiny", [0], tmp_path, only=["scratch"], common=(("lr", 5e-4),), log=logs.append)
+    assert not out["ran"] and not out["done"] and len(out["stale"]) == 1, logs
+    assert out["stale"][0].endswith("its task was recorded with another configuration (differs in: recipe.lr)")
+    assert {f.name: f.read_bytes() for f in run.iterdir() if f.is_file()} == before
+    assert main(["bert", "--scale", "tiny", "--seeds", "0", "--methods", "scratch", "--out", str(tmp_path),
+                 "--set", "lr=5e-4"]) == 1
+    assert run_sweep(["bert"], "tiny", [0], tmp_path, only=["scratch"], log=logs.append)["done"] == [str(run)]
+
+
 def test_a_summary_that_does_not_match_its_metrics_is_left_out(tmp_path):
     """Two writers on one directory once left summary.json at step 400 over metrics ending at step 88: such a
     record must not reach the tables."""
