@@ -166,14 +166,15 @@ def stale_reason(path: Path, task, method, strategies) -> str | None:
     record as done: its numbers belong to another computation."""
     from runs.preflight import jsonable
     from runs.record import CONFIG
-    recorded = json.loads((path / CONFIG).read_text())
     def configured(described):    # a method's name and settings; what grow() adds to its record is an outcome
         return {k: (described or {}).get(k) for k in ("name", "config")}
-    recorded["method"] = configured(recorded.get("method"))
+    recorded = json.loads((path / CONFIG).read_text())
+    was = {"task": recorded.get("task"), "method": configured(recorded.get("method")),
+           "strategies": recorded.get("strategies")}
     now = {"task": task.to_dict(), "method": configured(method.describe()),
            "strategies": strategies.record() if strategies is not None and strategies.active else None}
     for key, value in now.items():
-        before, value = jsonable(recorded.get(key)), jsonable(value)
+        before, value = jsonable(was[key]), jsonable(value)
         if before != value:
             if isinstance(before, dict) and isinstance(value, dict):
                 return f"its {key} was recorded with another configuration (differs in: {', '.join(_differ(before, value))})"
