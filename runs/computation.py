@@ -17,6 +17,8 @@ import json
 
 import torch
 
+from runs.preflight import comparable_task
+
 
 def weights_digest(model: torch.nn.Module) -> str:
     """sha1 over every tensor of the state dict: name, dtype, shape and bytes (bit-exact equality)."""
@@ -40,9 +42,8 @@ def fingerprint(model, method, task, seed: int, strategies=None) -> str:
     """The identity of a run's computation, given its initial (grown) model."""
     # the task's per-scale method defaults are in the method's config, which acts through the initial weights (a
     # fit) or the training signature (an extra loss): they are not the computation themselves
-    task_record = {k: v for k, v in task.to_dict().items() if k != "method_defaults"}
     record = {"init": weights_digest(model), "plan": training_plan(method, task),
-              "training": method.training_signature(), "task": task_record, "seed": seed,
+              "training": method.training_signature(), "task": comparable_task(task.to_dict()), "seed": seed,
               "strategies": strategies.record() if strategies is not None else None}
     return hashlib.sha1(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
 

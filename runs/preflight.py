@@ -21,6 +21,13 @@ def jsonable(obj):
     return json.loads(json.dumps(obj, default=str))
 
 
+def comparable_task(record: dict | None) -> dict | None:
+    """A task record without its per-scale method defaults: they cover every method, and the one a run uses is
+    resolved into its method config (compared on its own), so a default added for another method (MSG's
+    ramp_steps) changes no run's computation."""
+    return None if record is None else {k: v for k, v in record.items() if k != "method_defaults"}
+
+
 class CannotResume(ValueError):
     """The directory holds a run this command cannot continue: other settings, seed or small model, or a
     damaged checkpoint."""
@@ -35,6 +42,8 @@ def check_resumable(out: Path, old: dict, config: dict, small: dict | None) -> N
     method config, strategies, process layout, seed, or the small model it grows from."""
     for key in ("task", "method"):
         before, now = jsonable(old.get(key)) or {}, jsonable(config[key])
+        if key == "task":
+            before, now = comparable_task(before), comparable_task(now)
         if before.get("name") != now.get("name"):
             raise CannotResume(f"{out} holds a run of another {key} ('{before.get('name')}', not '{now.get('name')}'); "
                                "resume needs the same one, or use --overwrite / another --out")

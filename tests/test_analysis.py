@@ -469,6 +469,24 @@ def test_sweep_reports_a_complete_record_of_another_recipe_as_stale_and_leaves_i
     assert run_sweep(["bert"], "tiny", [0], tmp_path, only=["scratch"], log=logs.append)["done"] == [str(run)]
 
 
+def test_a_method_default_added_for_another_method_makes_no_record_stale_or_unresumable(tmp_path):
+    """The task records its per-scale method defaults (fit_steps for LiGO; MSG's ramp_steps came later): a default
+    the run's method does not have changes nothing it computed, so its record stays done and resumable."""
+    import json
+    from bench.sweeps import run_sweep
+    from runs.preflight import check_resumable
+    logs = []
+    assert not run_sweep(["bert"], "tiny", [0], tmp_path, only=["scratch"], log=logs.append)["failed"], logs
+    run = tmp_path / "bert_small_base-tiny" / "scratch-s0"
+    config = json.loads((run / "config.json").read_text())
+    older = {**config, "task": {**config["task"], "method_defaults": [["fit_steps", 3]]}}
+    (run / "config.json").write_text(json.dumps(older))
+    assert run_sweep(["bert"], "tiny", [0], tmp_path, only=["scratch"], log=logs.append)["done"] == [str(run)]
+    check_resumable(run, older, config, None)
+    with pytest.raises(ValueError, match=r"differs in: recipe"):
+        check_resumable(run, older, {**config, "task": {**config["task"], "recipe": {}}}, None)
+
+
 def test_a_summary_that_does_not_match_its_metrics_is_left_out(tmp_path):
     """Two writers on one directory once left summary.json at step 400 over metrics ending at step 88: such a
     record must not reach the tables."""
