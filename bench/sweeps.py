@@ -106,8 +106,8 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
     Sweep("gpt2_xl", "App. C.5 (GPT2-Medium -> GPT2-1.5B)",
           lambda scale: methods("gpt2_medium_xl", ("scratch", "ligo"))),
     Sweep("llama", "not in the paper: a Llama-style pair (GQA, SwiGLU, RMSNorm, rotary) with every method, "
-          "HyperCloning, G_stack and LEMON included",
-          lambda scale: methods("llama_small_base", ALL_METHODS + ("hypercloning", "g_stack", "lemon"))),
+          "HyperCloning, G_stack, LEMON and MSG included",
+          lambda scale: methods("llama_small_base", ALL_METHODS + ("hypercloning", "g_stack", "lemon", "msg"))),
 ]}
 # the committed mini-scale comparison: BERT with every method, a GPT-2 and a vision comparison
 SWEEPS["mini"] = Sweep("mini", "the committed mini-scale results (bert + gpt2 + deit)",

@@ -78,6 +78,18 @@ class GrowthMethod(ABC):
         """The loss actually minimised; distillation mixes in a teacher here and charges its FLOPs."""
         return task_loss
 
+    def set_step(self, model: nn.Module, step: int, total_steps: int) -> None:
+        """Called with the number of optimizer steps done, `step`, before the training loop starts (or resumes) and
+        after every step, so before each step's forward and each evaluation: a method whose model changes with
+        training progress (MSG's masks ramping from 0 to 1) sets it here, as a function of `step` alone, so a
+        resumed run computes what the uninterrupted one did."""
+
+    def computes_large(self, step: int, total_steps: int) -> bool:
+        """Whether the model after `step` steps computes the large model's full function; an evaluation that does
+        not (MSG's new units still masked) never counts as the large model reaching a target (paper §4.1), as
+        MSLT's shallower stages do not. Default: yes."""
+        return True
+
     def training_signature(self) -> dict | None:
         """What, beside its stages, makes this method's training differ from plain training of the model it grew:
         None for plain training; a method with its own `extra_loss` (distillation) is identified by its name and

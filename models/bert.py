@@ -99,7 +99,7 @@ class _MaskedLM(Family):
                          tie_embeddings=bool(c.tie_word_embeddings))
 
     # -- canonical ---------------------------------------------------------------------------------------
-    def _names(self, spec: ModelSpec) -> dict[tuple, str]:
+    def parameter_names(self, spec: ModelSpec) -> dict[tuple, str]:
         """(section, layer, canonical key) -> parameter name, for every parameter of the model."""
         p, names = self.prefix, {}
         emb = {"token": "word_embeddings.weight", "position": "position_embeddings.weight",
@@ -133,7 +133,7 @@ class _MaskedLM(Family):
                                      "decoder.weight": (None, ("D", IN)), "decoder.bias": (None,),
                                      "unused.bias": (None,)},
                           tied_head_norm="transform_norm" if spec.tie_embeddings else None)
-        for (section, layer, key), name in self._names(spec).items():
+        for (section, layer, key), name in self.parameter_names(spec).items():
             t = params[name].detach().clone()
             if section == "blocks":
                 canon.blocks[layer][key] = t
@@ -143,7 +143,7 @@ class _MaskedLM(Family):
 
     def state_from_canonical(self, canon: Canonical) -> dict[str, torch.Tensor]:
         state = {}
-        for (section, layer, key), name in self._names(canon.spec).items():
+        for (section, layer, key), name in self.parameter_names(canon.spec).items():
             state[name] = canon.blocks[layer][key] if section == "blocks" else getattr(canon, section)[key]
         return state
 

@@ -78,6 +78,24 @@ class Family(ABC):
         """Parameter name -> tensor for a model of canon.spec, by plain (differentiable) tensor ops, so
         that LiGO can run the large model with `torch.func.functional_call` on materialised weights."""
 
+    def parameter_names(self, spec: ModelSpec) -> dict[tuple[str, int | None, str], str]:
+        """(section, layer, canonical key) -> the name of the parameter holding it in a model of `spec` (a fused
+        parameter, GPT-2's c_attn, is named by each key it holds). Methods that act on activations rather than on
+        weights (MSG's masks) find their modules through it; a family that does not give it cannot be grown by them."""
+        raise NotImplementedError(f"the {self.name} family does not map canonical keys to its parameters")
+
+    def canonical_modules(self, model: nn.Module) -> dict[tuple[str, int | None, str], nn.Module]:
+        """(section, layer, canonical group) -> the module computing it, a group being a key without its
+        `.weight` / `.bias` ("o", "fc2", "norm1", "token"): the module whose output is that group's output."""
+        modules = {}
+        # a bias may sit on another module than its weight (BERT's tied decoder bias is the prediction head's):
+        # the weight's module is the group's, so weights are read last
+        names = sorted(self.parameter_names(self.spec_of(model)).items(), key=lambda kv: not kv[0][2].endswith(".bias"))
+        for (section, layer, key), name in names:
+            group = key.removesuffix(".weight").removesuffix(".bias")
+            modules[section, layer, group] = model.get_submodule(name.rpartition(".")[0])
+        return modules
+
     def from_canonical(self, canon: Canonical, like: nn.Module | None = None) -> nn.Module:
         model = self.build(canon.spec) if like is None or self.spec_of(like) != canon.spec else _clone(like)
         state = self.state_from_canonical(canon)

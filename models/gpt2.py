@@ -96,6 +96,21 @@ class GPT2(CausalLM):
                 state[f"{pre}{name}.bias"] = block[f"{key}.bias"]
         return state
 
+    def parameter_names(self, spec: ModelSpec) -> dict[tuple, str]:
+        names = {("embed", None, "token"): "transformer.wte.weight",
+                 ("embed", None, "position"): "transformer.wpe.weight",
+                 ("head", None, "norm.weight"): "transformer.ln_f.weight",
+                 ("head", None, "norm.bias"): "transformer.ln_f.bias"}
+        if not spec.tie_embeddings:
+            names["head", None, "decoder.weight"] = "lm_head.weight"
+        for layer in range(spec.layers):
+            pre = f"transformer.h.{layer}."
+            for kind in ("weight", "bias"):
+                names.update({("blocks", layer, f"{key}.{kind}"): f"{pre}attn.c_attn.{kind}" for key in QKV})
+                names.update({("blocks", layer, f"{key}.{kind}"): f"{pre}{name}.{kind}"
+                              for key, name in BLOCK_NAMES.items()})
+        return names
+
     # -- FLOPs (loss, logits and export: CausalLM) ---------------------------------------------------
     def forward_flops(self, spec: ModelSpec, batch: int, seq: int, head_tokens: int | None = None) -> ForwardFlops:
         # the causal mask does not save matmul work (scores are computed in full, then masked), and the

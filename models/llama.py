@@ -99,6 +99,16 @@ class Llama(CausalLM):
                 state[f"model.layers.{layer}.{name}.weight"] = block[f"{key}.weight"]
         return state
 
+    def parameter_names(self, spec: ModelSpec) -> dict[tuple, str]:
+        names = {("embed", None, "token"): "model.embed_tokens.weight",
+                 ("head", None, "norm.weight"): "model.norm.weight"}
+        if not spec.tie_embeddings:
+            names["head", None, "decoder.weight"] = "lm_head.weight"
+        for layer in range(spec.layers):
+            names.update({("blocks", layer, f"{key}.weight"): f"model.layers.{layer}.{name}.weight"
+                          for key, name in BLOCK_NAMES.items()})
+        return names
+
     # -- FLOPs (loss, logits and export: CausalLM) ---------------------------------------------------
     def forward_flops(self, spec: ModelSpec, batch: int, seq: int, head_tokens: int | None = None) -> ForwardFlops:
         # k and v project onto kv_heads x head_dim only; the gated FFN has three matrices; scores and values

@@ -255,7 +255,7 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             large = method.grow(small_model, task)
             start_wall = time.perf_counter() - started
             row = {"step": 0, "units": 0, "wall": round(start_wall, 4), "stage": "init", "flops": ledger.total,
-                   "full_model": full_model(large, family, task),
+                   "full_model": full_model(large, family, task) and method.computes_large(0, task.recipe.steps),
                    **{f"flops_{k}": v for k, v in ledger.as_dict().items()},
                    # which other runs are this same computation (runs/computation.py; analysis merges them)
                    "computation": fingerprint(large, method, task, seed, strategies)}

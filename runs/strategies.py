@@ -255,8 +255,18 @@ class StagedTraining(GrowthMethod):
             raise AttributeError(name)
         return getattr(inner, name)
 
+    # every hook GrowthMethod defines is delegated (__getattr__ only sees what the base class lacks)
     def grow(self, small, task):
         return self.inner.grow(small, task)
+
+    def check_pair(self, task):
+        self.inner.check_pair(task)
+
+    def set_step(self, model, step, total_steps):
+        self.inner.set_step(model, step, total_steps)
+
+    def computes_large(self, step, total_steps):
+        return self.inner.computes_large(step, total_steps)
 
     def fit(self, small, task, batches, ledger, *, progress=False):
         return self.inner.fit(small, task, batches, ledger, progress=progress)

@@ -230,6 +230,7 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
     ckpt_path = writer.dir / CHECKPOINT
     writer.state = state     # the live step, for the message when the run is interrupted (runs/experiment.py)
     model.train()
+    method.set_step(model, state.step, total)      # MSG's masks: a function of the step, here as when resuming
     if resume_from is None and total > 0:
         warm_up(call, model, family, data, recipe, seed, device)
     # refreshed at most once a second: at 10 a second its terminal writes cost ~1.5% of a tiny run's time; it stays
@@ -283,6 +284,7 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
         optimizer.step()
         scheduler.step()
         state.step += 1
+        method.set_step(model, state.step, total)
         state.wall += time.perf_counter() - t0
         running.append(step_loss)
         bar.update(1)
@@ -290,7 +292,8 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
         if state.step % recipe.log_every == 0 or is_eval:
             row = {"step": state.step, "units": state.units, "wall": round(state.wall, 4),
                    "lr": scheduler.get_last_lr()[0], "train_loss": float(np.mean(running)),
-                   "stage": stage.name, "full_model": full_model(model, family, task, stage),
+                   "stage": stage.name,
+                   "full_model": full_model(model, family, task, stage) and method.computes_large(state.step, total),
                    **{f"flops_{k}": v for k, v in ledger.as_dict().items()},
                    "flops": ledger.total}
             running = []

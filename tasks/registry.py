@@ -90,7 +90,9 @@ def _recipes(family: str, scale: str) -> tuple[Recipe, Recipe]:
 # start, Adam's first steps move every coefficient by about lr, and at 1e-3 the grown BERT ended worse than at
 # 2e-4 -- eval loss 5.183 against 5.066, Net2Net 5.212 -- and DeiT worse than Net2Net; bench/ligo_init_quality.py.)
 # tiny: a few steps, for tests.
-METHOD_DEFAULTS = {"paper": (), "mini": (("fit_steps", 20),), "tiny": (("fit_steps", 3),)}
+# MSG ramps its masks over 5,000 steps at paper scale (1.25% of 400K): the same share at mini, and 2 steps at tiny.
+METHOD_DEFAULTS = {"paper": (), "mini": (("fit_steps", 20), ("ramp_steps", 20)),
+                   "tiny": (("fit_steps", 3), ("ramp_steps", 2))}
 
 
 def make_task(family: str, small: dict, large: dict, scale: str = "mini", name: str | None = None,

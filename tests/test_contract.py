@@ -55,9 +55,9 @@ def trained_model(method, small, task):
 @pytest.mark.parametrize("name", REAL_METHODS)
 def test_grown_model_has_the_large_layout(name, family):
     task = get_task(TASKS[family], "tiny")
-    if refuses(get_method(name), task):
+    if refuses(get_method(name, task=task), task):
         return
-    model = trained_model(get_method(name), small_model(task), task)
+    model = trained_model(get_method(name, task=task), small_model(task), task)
     want = {k: v.shape for k, v in task.build_large().state_dict().items()}
     got = {k: v.shape for k, v in model.state_dict().items()}
     assert got == want
@@ -74,10 +74,10 @@ def test_function_preserving_methods_preserve_function(name, family, trained):
     kv = (dict(kv_heads=1), dict(kv_heads=2)) if family == "llama" else ({}, {})
     task = make_task(family, small=dict(layers=2, hidden=64, heads=2, **extra, **kv[0]),
                      large=dict(layers=2, hidden=128, heads=4, **extra, **kv[1]), scale="tiny")
-    if refuses(get_method(name), task):
+    if refuses(get_method(name, task=task), task):
         return
     small = trained(task.small)
-    large = get_method(name).grow(small, task)
+    large = get_method(name, task=task).grow(small, task)
     assert relative_logit_gap(small, large, next(learnable_batches(task.small, batch=4, seed=5))) <= 1e-4
 
 
@@ -86,7 +86,7 @@ def test_every_method_runs_from_the_cli(name, tmp_path):
     out = tmp_path / name
     # bert_small_base, or the first task the method does not refuse (LEMON refuses post-LN depth growth)
     task = next(t for t in ("bert_small_base", "gpt2_base_medium", "llama_small_base")
-                if not refuses(get_method(name), get_task(t, "tiny")))
+                if not refuses(get_method(name, task=get_task(t, "tiny")), get_task(t, "tiny")))
     args = ["--method", name, "--task", task, "--scale", "tiny", "--quiet", "--out", str(out),
             "--steps", "4"]
     if "fit_steps" in {f for f in METHODS[name].Config.__dataclass_fields__}:

@@ -51,6 +51,25 @@ def test_canonical_axes_match_shapes(spec):
                 assert size == sizes[tag[0]], (section, key, tag)
 
 
+@pytest.mark.parametrize("spec", specs())
+def test_parameter_names_name_every_canonical_key_and_parameter(spec):
+    """The map MSG finds its modules by: every canonical key, every parameter, and each weight's module is the one
+    whose `weight` that parameter is. Families without it (ViT, CaiT) say so."""
+    model = build_model(spec)
+    family = get_family(spec.family)
+    if spec.family in ("vit", "cait"):
+        with pytest.raises(NotImplementedError, match=f"the {spec.family} family does not map"):
+            family.parameter_names(spec)
+        return
+    names, params = family.parameter_names(spec), dict(model.named_parameters())
+    assert set(names) == {(section, layer, key) for section, layer, key, _ in to_canonical(model).items()}
+    assert set(names.values()) == set(params)
+    for (section, layer, group), module in family.canonical_modules(model).items():
+        weight = names.get((section, layer, f"{group}.weight"), names.get((section, layer, group)))
+        if weight is not None:
+            assert module.weight is params[weight], (section, layer, group)
+
+
 @pytest.mark.parametrize("family", sorted(TINY))
 def test_analytic_training_flops_match_flop_counter(family):
     spec = get_task(TINY[family], "tiny").large

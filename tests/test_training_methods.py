@@ -275,6 +275,17 @@ def test_strategies_compose_with_a_method_and_are_recorded(tmp_path, capsys):
     assert [r["stage"] for r in record.metrics][1] == "staged_sub"
 
 
+def test_staged_training_passes_every_hook_to_the_method_it_wraps():
+    """The wrapper subclasses GrowthMethod, so a hook it does not forward silently becomes the base no-op: the
+    pair check (LEMON refuses post-LN depth growth before anything is written) and MSG's step-dependent masks."""
+    staged = Strategies(staged=0.25)
+    task = get_task("bert_small_base", "tiny")
+    with pytest.raises(ValueError, match="lemon cannot grow post-LN bert in depth"):
+        apply_strategies(get_method("lemon"), staged).check_pair(task)
+    msg = apply_strategies(get_method("msg", task=task), staged)
+    assert [msg.computes_large(t, 8) for t in (1, 2)] == [False, True]
+
+
 @pytest.mark.parametrize("setting,needle", [("layer_drop=1.5", "layer_drop must be in [0, 1)"),
                                             ("staged_grow=grow", "staged_grow must be one of"),
                                             ("token_drop=lots", "expected a number"),
@@ -290,11 +301,13 @@ class Crash(RuntimeError):
     pass
 
 
-@pytest.mark.parametrize("method", ["mslt", "ki"])
+@pytest.mark.parametrize("method", ["mslt", "ki", "msg"])
 def test_resume_reproduces_the_uninterrupted_run(method, tmp_path, monkeypatch, capsys):
-    """MSLT: the checkpoint holds 3 layers and the next stage stacks a 4th; KI: the teacher comes back."""
+    """MSLT: the checkpoint holds 3 layers and the next stage stacks a 4th; KI: the teacher comes back; MSG: cut
+    mid-ramp (step 4 of 6), its masks come back at 4/6 on a fresh model."""
     import runs.trainer as trainer
     args = ["--method", method, "--task", "bert_small_large", "--scale", "tiny", "--quiet"]
+    args += ["--set", "ramp_steps=6"] if method == "msg" else []
     assert run.main(args + ["--out", str(tmp_path / "whole")]) == 0
     save = trainer.save_checkpoint
 
