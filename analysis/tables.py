@@ -23,7 +23,9 @@ from analysis.identical import merge
 
 # display names and order follow the paper's tables; labels not listed keep their own name, after these
 DISPLAY = {"scratch": "Scratch", "stackbert": "StackBERT", "interpolation": "Interpolation", "mslt": "MSLT",
-           "ki": "KI", "net2net": "Net2Net", "bert2bert": "bert2BERT", "ligo": "LiGO", "small": "Small (scratch)"}
+           "ki": "KI", "net2net": "Net2Net", "bert2bert": "bert2BERT", "ligo": "LiGO", "direct_copy": "Direct copy",
+           "hypercloning": "HyperCloning", "g_stack": "G_stack", "lemon": "LEMON", "msg": "MSG",
+           "small": "Small (scratch)"}
 ORDER = list(DISPLAY)
 GLUE_ORDER = ["SST-2", "MNLI", "MNLI-mm", "MRPC", "CoLA", "QNLI", "QQP", "STS-B", "RTE", "WNLI"]
 DOWNSTREAM_ORDER = GLUE_ORDER + ["SQuADv1.1 F1", "SQuADv1.1 EM", "SQuADv2.0 F1", "SQuADv2.0 EM", "Avg. GLUE",
