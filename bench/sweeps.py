@@ -149,22 +149,11 @@ def status(path: Path) -> str:
     return "resume" if (path / "config.json").exists() else "new"
 
 
-def _differ(before: dict, now: dict, prefix: str = "") -> list[str]:
-    """The dotted keys where two records differ, e.g. ['recipe.lr', 'small_recipe.lr']."""
-    keys = []
-    for k in sorted(set(before) | set(now)):
-        a, b = before.get(k), now.get(k)
-        if a != b:
-            nested = isinstance(a, dict) and isinstance(b, dict)
-            keys += _differ(a, b, f"{prefix}{k}.") if nested else [f"{prefix}{k}"]
-    return keys
-
-
 def stale_reason(path: Path, task, method, strategies) -> str | None:
     """Why the complete record in `path` is not the run this entry would make now (its task, method or strategies
     were recorded with another configuration: a recipe changed since), or None. A sweep must not count such a
     record as done: its numbers belong to another computation."""
-    from runs.preflight import comparable_task, jsonable
+    from runs.preflight import comparable_task, differing_keys, jsonable
     from runs.record import CONFIG
     def configured(described):    # a method's name and settings; what grow() adds to its record is an outcome
         return {k: (described or {}).get(k) for k in ("name", "config")}
@@ -177,7 +166,8 @@ def stale_reason(path: Path, task, method, strategies) -> str | None:
         before, value = jsonable(was[key]), jsonable(value)
         if before != value:
             if isinstance(before, dict) and isinstance(value, dict):
-                return f"its {key} was recorded with another configuration (differs in: {', '.join(_differ(before, value))})"
+                differ = ", ".join(differing_keys(before, value))
+                return f"its {key} was recorded with another configuration (differs in: {differ})"
             return f"its {key} was recorded as {before!r}, the sweep now runs {value!r}"
     return None
 

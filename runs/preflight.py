@@ -21,6 +21,17 @@ def jsonable(obj):
     return json.loads(json.dumps(obj, default=str))
 
 
+def differing_keys(before: dict, now: dict, prefix: str = "") -> list[str]:
+    """The dotted keys where two records differ, e.g. ['recipe.lr', 'small_recipe.lr']."""
+    keys = []
+    for k in sorted(set(before) | set(now)):
+        a, b = before.get(k), now.get(k)
+        if a != b:
+            nested = isinstance(a, dict) and isinstance(b, dict)
+            keys += differing_keys(a, b, f"{prefix}{k}.") if nested else [f"{prefix}{k}"]
+    return keys
+
+
 def comparable_task(record: dict | None) -> dict | None:
     """A task record without its per-scale method defaults: they cover every method, and the one a run uses is
     resolved into its method config (compared on its own), so a default added for another method (MSG's
@@ -48,9 +59,9 @@ def check_resumable(out: Path, old: dict, config: dict, small: dict | None) -> N
             raise CannotResume(f"{out} holds a run of another {key} ('{before.get('name')}', not '{now.get('name')}'); "
                                "resume needs the same one, or use --overwrite / another --out")
         if before != now:
-            differ = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+            differ = ", ".join(differing_keys(before, now))
             raise CannotResume(f"{out} holds a run of {key} '{now['name']}' with another configuration "
-                               f"(differs in: {', '.join(differ)}); resume needs the same settings")
+                               f"(differs in: {differ}); resume needs the same settings")
     if jsonable(old.get("strategies")) != jsonable(config.get("strategies")):
         raise CannotResume(f"{out} holds a run with other training strategies ({old.get('strategies')}); "
                            "resume needs the same --set layer_drop/token_drop/staged settings")

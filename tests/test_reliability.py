@@ -136,7 +136,7 @@ def test_killed_after_the_last_step_resume_checks_and_overwrite(tmp_path, capsys
     cached_small = Path(whole.config["small"]["path"]) / "model"
     for extra, needle in ((["--seed", "3"], "seed 0, not 3; resume needs the same --seed"),
                           (["--small", str(cached_small)], "grown from the cached small model; resume needs the same"),
-                          (["--set", "lr=0.5"], "another configuration (differs in: recipe)")):
+                          (["--set", "lr=0.5"], "another configuration (differs in: recipe.lr")):
         assert run.main([*args, "--out", str(out), "--resume", *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and needle in err, err
@@ -324,7 +324,7 @@ def test_resume_refuses_corrupt_checkpoint_and_other_task(tmp_path, capsys):
     (out / "checkpoint.pt").write_bytes(b"not a checkpoint")
     before = snapshot(out)
     assert run.main(["--method", "scratch", *TINY, "--steps", "4", "--out", str(out), "--resume"]) == 2
-    assert "another configuration (differs in: recipe)" in capsys.readouterr().err
+    assert "another configuration (differs in: recipe.eval_every)" in capsys.readouterr().err
     assert run.main(["--method", "scratch", *TINY, "--steps", "4", "--set", "eval_every=2", "--out", str(out),
                      "--resume"]) == 2
     assert "corrupt checkpoint" in capsys.readouterr().err
