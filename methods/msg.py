@@ -74,7 +74,7 @@ class Masks:
         family = get_family(large.family)
         canon = to_canonical(model)
         self.m, self.handles, self._vectors = 0.0, [], {}
-        self.old = {RESIDUAL: small.hidden}
+        self.hidden = small.hidden      # the residual stream's old units
         for (section, layer, group), module in family.canonical_modules(model).items():
             tensors = canon.blocks[layer] if section == "blocks" else getattr(canon, section)
             key = next((k for k in (group, f"{group}.weight", f"{group}.bias") if k in tensors), None)
@@ -88,8 +88,7 @@ class Masks:
                 self._hook(module.register_forward_hook(self._writer_hook))
             consumed = [tag[0] for tag in axes if tag is not None and tag[1] == IN and tag[0] != RESIDUAL]
             if consumed:
-                space = consumed[0]
-                self._hook(module.register_forward_pre_hook(self._consumer_hook(space, space_size(small, space))))
+                self._hook(module.register_forward_pre_hook(self._consumer_hook(space_size(small, consumed[0]))))
         for layer in range(small.layers, large.layers):
             self._hook(family.blocks(model)[layer].register_forward_hook(self._layer_hook, with_kwargs=True))
 
@@ -116,9 +115,9 @@ class Masks:
 
     # -- the hooks ---------------------------------------------------------------------------------------------
     def _writer_hook(self, module, args, out):
-        return out * self.vector(self.old[RESIDUAL], out)
+        return out * self.vector(self.hidden, out)
 
-    def _consumer_hook(self, space: str, n_old: int):
+    def _consumer_hook(self, n_old: int):
         def hook(module, args):
             return (args[0] * self.vector(n_old, args[0]), *args[1:])
         return hook
@@ -128,7 +127,7 @@ class Masks:
 
         def hook(module, args, out):
             x = args[0].float()
-            w = self.vector(self.old[RESIDUAL], x)
+            w = self.vector(self.hidden, x)
             total = w.sum()
             if statistic == "layernorm":
                 mean = (x * w).sum(-1, keepdim=True) / total
@@ -138,7 +137,7 @@ class Masks:
                 y = module.weight * y.to(args[0].dtype)
             else:
                 y = y * module.weight + (module.bias if module.bias is not None else 0)
-            return (y * self.vector(self.old[RESIDUAL], y)).to(out.dtype)
+            return (y * self.vector(self.hidden, y)).to(out.dtype)
         return hook
 
     def _layer_hook(self, module, args, kwargs, out):
