@@ -88,7 +88,8 @@ def _recipes(family: str, scale: str) -> tuple[Recipe, Recipe]:
 # the fit may cost at most 2% of a run: 20 steps (a fit step is 1.07-1.35x a training step by pair, so 20 steps
 # are 1.3-1.7% of 1,600), at the paper's lr. (A higher lr does not make up for the fewer steps: from the Net2Net
 # start, Adam's first steps move every coefficient by about lr, and at 1e-3 the grown BERT ended worse than at
-# 2e-4 -- eval loss 5.183 against 5.066, Net2Net 5.212 -- and DeiT worse than Net2Net; bench/ligo_init_quality.py.)
+# 2e-4 -- eval loss 5.183 against 5.066, Net2Net 5.212, grown from the lr-2e-3 small model -- and DeiT worse than
+# Net2Net; bench/ligo_init_quality.py.)
 # tiny: a few steps, for tests.
 # MSG ramps its masks over 5,000 steps at paper scale (1.25% of 400K): the same share at mini, and 2 steps at tiny.
 METHOD_DEFAULTS = {"paper": (), "mini": (("fit_steps", 20), ("ramp_steps", 20)),
