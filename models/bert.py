@@ -124,8 +124,7 @@ class _MaskedLM(Family):
 
     def to_canonical(self, model) -> Canonical:
         spec = self.spec_of(model)
-        params = dict(model.named_parameters())
-        canon = Canonical(spec, {}, [{} for _ in range(spec.layers)], {},
+        canon = Canonical(spec, {}, [], {},
                           embed_axes={k: (None, D_OUT) if k in ("token", "position", "token_type") else (D_OUT,)
                                       for k in ("token", "position", "token_type", "norm.weight", "norm.bias")},
                           head_axes={"transform.weight": (D_OUT, ("D", IN)), "transform.bias": (D_OUT,),
@@ -133,19 +132,7 @@ class _MaskedLM(Family):
                                      "decoder.weight": (None, ("D", IN)), "decoder.bias": (None,),
                                      "unused.bias": (None,)},
                           tied_head_norm="transform_norm" if spec.tie_embeddings else None)
-        for (section, layer, key), name in self.parameter_names(spec).items():
-            t = params[name].detach().clone()
-            if section == "blocks":
-                canon.blocks[layer][key] = t
-            else:
-                getattr(canon, section)[key] = t
-        return canon
-
-    def state_from_canonical(self, canon: Canonical) -> dict[str, torch.Tensor]:
-        state = {}
-        for (section, layer, key), name in self.parameter_names(canon.spec).items():
-            state[name] = canon.blocks[layer][key] if section == "blocks" else getattr(canon, section)[key]
-        return state
+        return self.fill_canonical(canon, model)      # state_from_canonical: the default, by parameter_names
 
     # -- training ----------------------------------------------------------------------------------------
     def logits(self, model, batch):

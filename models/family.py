@@ -73,10 +73,23 @@ class Family(ABC):
     @abstractmethod
     def to_canonical(self, model: nn.Module) -> Canonical: ...
 
-    @abstractmethod
     def state_from_canonical(self, canon: Canonical) -> dict[str, torch.Tensor]:
         """Parameter name -> tensor for a model of canon.spec, by plain (differentiable) tensor ops, so
-        that LiGO can run the large model with `torch.func.functional_call` on materialised weights."""
+        that LiGO can run the large model with `torch.func.functional_call` on materialised weights. Default: no
+        ops at all, one parameter per canonical key by `parameter_names` (a family that fuses or transposes
+        overrides it)."""
+        return {name: canon.blocks[layer][key] if section == "blocks" else getattr(canon, section)[key]
+                for (section, layer, key), name in self.parameter_names(canon.spec).items()}
+
+    def fill_canonical(self, canon: Canonical, model: nn.Module) -> Canonical:
+        """`canon` (spec and axes set, no tensors yet) filled with clones of `model`'s parameters, by
+        `parameter_names`: the inverse of the default `state_from_canonical`."""
+        params = dict(model.named_parameters())
+        canon.blocks = [{} for _ in range(canon.spec.layers)]
+        for (section, layer, key), name in self.parameter_names(canon.spec).items():
+            tensors = canon.blocks[layer] if section == "blocks" else getattr(canon, section)
+            tensors[key] = params[name].detach().clone()
+        return canon
 
     def parameter_names(self, spec: ModelSpec) -> dict[tuple[str, int | None, str], str]:
         """(section, layer, canonical key) -> the name of the parameter holding it in a model of `spec` (a fused

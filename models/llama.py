@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 import transformers as hf
 from torch import nn
 
@@ -76,28 +75,10 @@ class Llama(CausalLM):
         if model.config.head_dim != spec.head_dim:
             raise ValueError(f"llama with head_dim {model.config.head_dim} != hidden/heads ({spec.head_dim}) has no "
                              "canonical form here")
-        p = {n: t.detach() for n, t in model.named_parameters()}
-        canon = Canonical(spec, {"token": p["model.embed_tokens.weight"].clone()}, [],
-                          {"norm.weight": p["model.norm.weight"].clone()},
-                          embed_axes=dict(EMBED_AXES), head_axes=dict(HEAD_AXES),
+        canon = Canonical(spec, {}, [], {}, embed_axes=dict(EMBED_AXES), head_axes=dict(HEAD_AXES),
                           tied_head_norm="norm" if spec.tie_embeddings else None, block_axes=GQA_BLOCK_AXES)
-        if not spec.tie_embeddings:
-            canon.head["decoder.weight"] = p["lm_head.weight"].clone()
-        for layer in range(spec.layers):
-            pre = f"model.layers.{layer}."
-            canon.blocks.append({f"{key}.weight": p[f"{pre}{name}.weight"].clone()
-                                 for key, name in BLOCK_NAMES.items()})
-        return canon
-
-    def state_from_canonical(self, canon: Canonical) -> dict[str, torch.Tensor]:
-        # no ops at all: LiGO differentiates through this map (functional_call on the result)
-        state = {"model.embed_tokens.weight": canon.embed["token"], "model.norm.weight": canon.head["norm.weight"]}
-        if not canon.spec.tie_embeddings:
-            state["lm_head.weight"] = canon.head["decoder.weight"]
-        for layer, block in enumerate(canon.blocks):
-            for key, name in BLOCK_NAMES.items():
-                state[f"model.layers.{layer}.{name}.weight"] = block[f"{key}.weight"]
-        return state
+        # state_from_canonical: the default, by parameter_names (no ops: LiGO differentiates through it)
+        return self.fill_canonical(canon, model)
 
     def parameter_names(self, spec: ModelSpec) -> dict[tuple, str]:
         names = {("embed", None, "token"): "model.embed_tokens.weight",
