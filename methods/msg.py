@@ -2,10 +2,10 @@
 starts as the small one with every new unit multiplied by a mask that ramps from 0 to 1 during training, so the
 function is the small model's exactly whatever the new weights are, and the new structure phases in.
 
-Growth. The large model is the family's own random initialisation with the small model's weights written into the
-leading slice of every tensor (old units first in every space; attention by whole heads, head_dim and the key/value
-group size kept, so a small head keeps its key/value head). A new layer (l >= L1, on top) has small layer l - L1 in
-its leading slice (the official BERT code's default, `copy`), the rest random.
+Growth. The large model is growbench's direct copy (methods/direct_copy.py): the family's own random initialisation
+with the small model's weights written into the leading slice of every tensor (old units first in every space;
+attention by whole heads, head_dim and the key/value group size kept, so a small head keeps its key/value head), and
+new layers (l >= L1, on top) copies of layer l - L1 (the official BERT code's default, `copy`).
 
 Masks: one value m = min(1, t / ramp_steps) for all new structure, t the optimizer steps done.
 - FFN units and heads: the input of their consumer is masked (fc2's on the FFN space, o's on the space it reads: V,
@@ -42,11 +42,11 @@ import torch
 from torch import nn
 
 from methods.base import Config, GrowthMethod
-from methods.depth import small_canonical
+from methods.direct_copy import DirectCopy
 from methods.net2net import function_deviation
 from methods.registry import register_method
 from methods.width import check_whole_heads
-from models import from_canonical, get_family, to_canonical
+from models import get_family, to_canonical
 from models.canonical import IN, OUT, RESIDUAL, space_size
 from models.spec import ModelSpec
 
@@ -174,15 +174,7 @@ class MSG(GrowthMethod):
 
     def grow(self, small, task):
         self.check_pair(task)
-        s = small_canonical(small, task)
-        canon = to_canonical(task.build_large())      # the new units' weights: the family's own initialisation
-
-        def embed(section, layer, key, t):
-            source = s.blocks[layer % s.spec.layers][key] if section == "blocks" else getattr(s, section)[key]
-            t = t.clone()
-            t[tuple(slice(0, n) for n in source.shape)] = source
-            return t
-        large = from_canonical(canon.map(embed))
+        large = DirectCopy().grow(small, task)        # the masks, not the weights, keep the function
         self._attach(large, task, 0)
         self.report = {"function_deviation": function_deviation(small, large), "ramp_steps": self.config.ramp_steps}
         return large
@@ -223,8 +215,8 @@ class MSG(GrowthMethod):
 
     def describe(self):
         return {**super().describe(),
-                "composition": {"depth": "new layers on top, small layer l - L1 in their leading slice, masked",
-                                "width": "small weights in the leading slice, new units random, masked"}}
+                "composition": {"depth": "stack: l mod L1 (new layers on top), masked",
+                                "width": "direct_copy (new units random), masked"}}
 
     def artifacts(self):
         return {"growth.json": self.report} if self.report else {}

@@ -41,7 +41,7 @@ def test_msg_at_mask_zero_is_the_small_model_and_the_masks_do_it(family, trained
 
 def test_msg_writes_the_small_weights_into_the_leading_slices(trained):
     """Every tensor's leading slice is the small one's (new layer l: small layer l - L1); the rest is the large model's
-    own initialisation, so the new units are not copies."""
+    own initialisation, so the new units are not copies: direct copy's weights, exactly."""
     task = pair("llama")
     small = trained(task.small)
     s, g = to_canonical(small), to_canonical(get_method("msg", task=task).grow(small, task))
@@ -52,6 +52,11 @@ def test_msg_writes_the_small_weights_into_the_leading_slices(trained):
     fc1 = g.blocks[0]["fc1.weight"]
     assert not torch.equal(fc1[64:, :64], fc1[:64, :64])          # new FFN units: random, not copies
     assert torch.equal(g.embed["token"][:, :64], s.embed["token"])
+    torch.manual_seed(0)
+    masked = get_method("msg", task=task).grow(small, task)
+    torch.manual_seed(0)
+    copied = get_method("direct_copy").grow(small, task)        # the same weights: only the masks differ
+    assert all(torch.equal(a, b) for a, b in zip(masked.state_dict().values(), copied.state_dict().values()))
 
 
 def test_msg_ramp_ends_in_the_plain_large_model(trained):
