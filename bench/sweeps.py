@@ -153,14 +153,12 @@ def stale_reason(path: Path, task, method, strategies) -> str | None:
     """Why the complete record in `path` is not the run this entry would make now (its task, method or strategies
     were recorded with another configuration: a recipe changed since), or None. A sweep must not count such a
     record as done: its numbers belong to another computation."""
-    from runs.preflight import comparable_task, differing_keys, jsonable
+    from runs.preflight import comparable_method, comparable_task, differing_keys, jsonable
     from runs.record import CONFIG
-    def configured(described):    # a method's name and settings; what grow() adds to its record is an outcome
-        return {k: (described or {}).get(k) for k in ("name", "config")}
     recorded = json.loads((path / CONFIG).read_text())
-    was = {"task": comparable_task(recorded.get("task")), "method": configured(recorded.get("method")),
+    was = {"task": comparable_task(recorded.get("task")), "method": comparable_method(recorded.get("method") or {}),
            "strategies": recorded.get("strategies")}
-    now = {"task": comparable_task(task.to_dict()), "method": configured(method.describe()),
+    now = {"task": comparable_task(task.to_dict()), "method": comparable_method(method.describe()),
            "strategies": strategies.record() if strategies is not None and strategies.active else None}
     for key, value in now.items():
         before, value = jsonable(was[key]), jsonable(value)

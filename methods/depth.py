@@ -119,9 +119,10 @@ class CopyDepthMethod(GrowthMethod):
         return from_canonical(copy_depth(canon, sources))
 
     def describe(self):
-        # the composition goes into the run record (DESIGN §3): which depth rule, which width operator ran
-        return {**super().describe(), "composition": {"depth": self.depth_rule, "width": self.config.width,
-                                                      **({"applied": self.report} if self.report else {})}}
+        # the composition goes into the run record (DESIGN §3): which depth rule, which width operator ran. What
+        # grow() chose (the source of each block) is an outcome, in growth.json: describe() is the same before a
+        # run grows and after, so a resumed run's settings compare equal to the record it continues
+        return {**super().describe(), "composition": {"depth": self.depth_rule, "width": self.config.width}}
 
     def artifacts(self):
         return {"growth.json": self.report} if self.report else {}

@@ -39,6 +39,13 @@ def comparable_task(record: dict | None) -> dict | None:
     return None if record is None else {k: v for k, v in record.items() if k != "method_defaults"}
 
 
+def comparable_method(record: dict | None) -> dict | None:
+    """A method record's settings: its name and resolved config. The rest is derived from them (a depth method's
+    composition) or an outcome of growing (LiGO's operator size; the depth sources older records kept in their
+    composition), and must not make a record of the same computation look like another configuration."""
+    return None if record is None else {k: record.get(k) for k in ("name", "config")}
+
+
 class CannotResume(ValueError):
     """The directory holds a run this command cannot continue: other settings, seed or small model, or a
     damaged checkpoint."""
@@ -53,8 +60,8 @@ def check_resumable(out: Path, old: dict, config: dict, small: dict | None) -> N
     method config, strategies, process layout, seed, or the small model it grows from."""
     for key in ("task", "method"):
         before, now = jsonable(old.get(key)) or {}, jsonable(config[key])
-        if key == "task":
-            before, now = comparable_task(before), comparable_task(now)
+        comparable = comparable_task if key == "task" else comparable_method
+        before, now = comparable(before), comparable(now)
         if before.get("name") != now.get("name"):
             raise CannotResume(f"{out} holds a run of another {key} ('{before.get('name')}', not '{now.get('name')}'); "
                                "resume needs the same one, or use --overwrite / another --out")

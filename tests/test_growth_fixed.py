@@ -86,7 +86,8 @@ def test_depth_method_composes_width_and_records_it():
     large = m.grow(pretrained_like(s), task(s, s.with_(layers=4, hidden=128, heads=4, ffn=512)))
     assert large.config.hidden_size == 128 and large.config.num_hidden_layers == 4
     comp = m.describe()["composition"]
-    assert comp["width"] == "net2net" and comp["applied"]["width"] == "net2net"
+    assert comp["width"] == "net2net" and m.artifacts()["growth.json"]["width"] == "net2net"
+    assert m.describe() == get_method("stackbert").describe()     # the record's settings do not depend on growing
     assert m.stages(None, 5)[0].reset_optimizer
     with pytest.raises(ValueError, match="cannot serve as a width operator"):
         get_method("stackbert", width="scratch").grow(pretrained_like(s), task(s, s.with_(hidden=128, heads=4, ffn=512)))

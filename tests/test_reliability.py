@@ -334,6 +334,25 @@ def test_resume_refuses_corrupt_checkpoint_and_other_task(tmp_path, capsys):
     assert snapshot(out) == before
 
 
+def test_resume_compares_method_settings_not_what_growing_recorded(tmp_path, capsys):
+    """A depth method's record once kept the block sources it grew (they are growth.json's): written when the sweep
+    grew the method to look for a twin before training. Such a record resumes; another width operator does not."""
+    import json
+    out = tmp_path / "r"
+    args = ["--method", "interpolation", *TINY, "--steps", "4", "--set", "eval_every=2", "--out", str(out)]
+    assert run.main(args) == 0
+    (out / "summary.json").unlink()
+    config = json.loads((out / "config.json").read_text())
+    config["method"]["composition"]["applied"] = json.loads((out / "growth.json").read_text())
+    (out / "config.json").write_text(json.dumps(config))
+    before = snapshot(out)
+    assert run.main(args + ["--set", "width=direct_copy", "--resume"]) == 2
+    assert "differs in: config.width" in capsys.readouterr().err
+    assert snapshot(out) == before
+    assert run.main(args + ["--resume"]) == 0
+    assert load_run(out).summary["step"] == 4
+
+
 OTHER_CLIS = [  # (module, arguments, what the one-line error must say): refused before anything is written
     ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/afile"], "afile: it is a file"),
     ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/results", "--formats", "png", "jpgx"],
