@@ -107,7 +107,8 @@ class GrowthMethod(ABC):
         return task.build_large()
 
     def describe(self) -> dict[str, Any]:
-        """What goes into the run record: name and fully resolved config."""
+        """What goes into the run record: name and fully resolved config. The same before the method fits and grows
+        as after (resume compares it with the record); what growing produced goes in artifacts()."""
         return {"name": self.name, "config": dataclasses.asdict(self.config)}
 
     def artifacts(self) -> dict[str, Any]:

@@ -260,10 +260,7 @@ class Ligo(GrowthMethod):
     def describe(self):
         d = super().describe()
         d["config"]["fit_adam_betas"] = list(self.config.fit_adam_betas)
-        if self.operator is not None:
-            d["operator"] = {"parameters": sum(p.numel() for p in self.operator.parameters()),
-                             "width_slots": len(self.operator.slots), "depth_types": list(self.operator.depth)}
-        return d
+        return d      # the same before the fit and after: the operator's size is an outcome, in ligo_fit.json
 
     def artifacts(self):
         if self.operator is None:
@@ -271,4 +268,7 @@ class Ligo(GrowthMethod):
         return {"ligo_operator.pt": {k: v.detach().cpu() for k, v in self.operator.state_dict().items()},
                 "ligo_fit.json": {"loss": list(self.fit_loss), "flops_per_step": self.flops_per_step,
                                   "materialise_flops": self.materialise_flops,
+                                  "operator": {"parameters": sum(p.numel() for p in self.operator.parameters()),
+                                               "width_slots": len(self.operator.slots),
+                                               "depth_types": list(self.operator.depth)},
                                   "config": dataclasses.asdict(self.config)}}

@@ -239,6 +239,9 @@ def test_fit_lowers_large_loss_below_net2net(family, trained):
     torch.testing.assert_close(via_params, torch.tensor(after), rtol=1e-5, atol=1e-5)
     art = method.artifacts()
     assert art["ligo_fit.json"]["loss"] == method.fit_loss and art["ligo_operator.pt"].keys()
+    sizes = sum(t.numel() for t in art["ligo_operator.pt"].values())
+    assert art["ligo_fit.json"]["operator"]["parameters"] == sizes > 0
+    assert method.describe() == get_method("ligo", fit_steps=20, fit_lr=1e-3).describe()   # settings, not outcomes
 
 
 # -- options: valid models of the right shapes ---------------------------------------------------------
