@@ -249,7 +249,7 @@ def train_main(args) -> int:
     print(f"record: {out}")
     print(f"final eval loss {loss}{acc}; {s.get('flops', 0):.3e} FLOPs; {s.get('wall', 0):.1f} s training")
     if args.eval:
-        from tasks.evals import run_and_report
+        from runs.evaluation import run_and_report
         try:
             print(run_and_report(out, *evaluation, log=lambda msg: print(msg, file=sys.stderr)))
         except (KeyError, ValueError, OSError, ImportError, RunLocked) as e:
@@ -266,7 +266,7 @@ def evaluate_main(args) -> int:
     try:   # offline unless the run is paper scale (read before transformers is imported: it reads the flag once)
         scale = json.loads(config.read_text())["task"]["scale"]
     except (OSError, ValueError, KeyError, TypeError):
-        scale = None       # (a damaged config.json is reported, naming the file, by Pretrained.from_run)
+        scale = None       # (a damaged config.json is reported, naming the file, by pretrained_from_run)
     if scale != "paper":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
@@ -275,8 +275,9 @@ def evaluate_main(args) -> int:
         if args.method or args.task or args.eval:
             raise ValueError("--evaluate RUN_DIR evaluates an existing run: give no --method/--task/--eval")
         args.device = resolve_device(args.device)
-        from tasks.evals import Pretrained, prepare, run_and_report
-        pre = Pretrained.from_run(args.evaluate)
+        from runs.evaluation import pretrained_from_run, run_and_report
+        from tasks.evals import prepare
+        pre = pretrained_from_run(args.evaluate)
         _, settings = split_eval_settings(args.settings, evaluate_only=True)
         evaluation = prepare(pre.kind, pre.task.get("scale"), pre.task.get("evals"), args.suite, args.only,
                              settings, args.device)

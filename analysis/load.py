@@ -34,7 +34,7 @@ import pandas as pd
 # Why import runs.record rather than re-implement it: it is the format's one reader, stdlib only (runs/__init__
 # is empty, so no torch is pulled in), and it owns the truncated-last-line recovery that analysis must share.
 # Nothing else from runs/, models/, methods/ or tasks/ is imported here or anywhere in analysis/.
-from runs.record import CONFIG, METRICS, Run, load_run
+from runs.record import CONFIG, EVAL_FILE, METRICS, Run, load_run
 
 SEED_SUFFIX = re.compile(r"^(?P<label>.+)-s(?P<seed>\d+)$")
 SMALL_SUFFIX = ":small"
@@ -175,7 +175,6 @@ DOWNSTREAM_NAMES = {"sst2": "SST-2", "mnli_m": "MNLI", "mnli_mm": "MNLI-mm", "mr
                     "flowers102": "Flowers", "stanford_cars": "Cars", "chestxray8": "ChestXRay8",
                     "bbc_news": "BBC News (mini)", "digits": "digits (mini)"}
 SUITE_PREFIX = {"adapters": "AF "}        # Table 6's AdapterFusion scores, kept apart from Table 1's
-EVAL_FILE = "eval.json"                  # written by tasks/evals (run.py --eval / --evaluate) into a run directory
 
 
 def downstream_scores(run: Run) -> dict[str, float]:

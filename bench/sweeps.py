@@ -277,7 +277,8 @@ def evaluate(run: Path, suites: list[str], device: str, log) -> None:
         return
     if not (run / "model").is_dir():
         raise FileNotFoundError(f"{run}: no model/ to evaluate (pruned?); re-run it without --prune")
-    from tasks.evals import EvalOptions, evaluate_run
+    from runs.evaluation import evaluate_run
+    from tasks.evals import EvalOptions
     evaluate_run(run, todo, options=EvalOptions(device=device), log=lambda msg: log(f"    {msg}"))
 
 

@@ -4,6 +4,7 @@
     metrics.jsonl   append-only, one JSON line per logged step, flushed whole
     summary.json    only on clean completion (its absence marks an incomplete run)
     checkpoint.pt   latest training state;  model/  the final model in its ecosystem's format
+    eval.json       downstream results, merged suite by suite (runs/evaluation.py; run.py --eval / --evaluate)
     .lock           held by the process writing the run (runs/lock.py)
 
 The reader is the only thing `analysis/` needs from here; it drops a truncated last line (power cut) with a
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from runs.lock import LOCK
 
-CONFIG, METRICS, SUMMARY = "config.json", "metrics.jsonl", "summary.json"
+CONFIG, METRICS, SUMMARY, EVAL_FILE = "config.json", "metrics.jsonl", "summary.json", "eval.json"
 
 
 @contextmanager

@@ -9,8 +9,8 @@ Suites, registered by name with `@register_suite`:
 
 A suite is `run(pretrained, names, options, log) -> {"tasks": {name: result}}`, where `pretrained` is a
 `Pretrained` (an exported model directory, its family and tokenizer: from a run directory or from a model
-in memory) and `options` an `EvalOptions`. `evaluate_run` runs suites on a finished run and merges the
-results, with the recipe, options and seeds that produced them, into RUN_DIR/eval.json.
+in memory) and `options` an `EvalOptions`. Evaluating a finished run and merging the results into its record
+(RUN_DIR/eval.json) is the run side's: runs/evaluation.py.
 """
 from __future__ import annotations
 
@@ -24,8 +24,6 @@ from typing import Callable
 from models import ModelSpec, get_family
 from models.family import unknown
 from tasks.evals.finetune import EvalOptions, FinetuneRecipe  # noqa: F401  (re-exported)
-
-EVAL_FILE = "eval.json"
 
 
 @dataclass(frozen=True)
@@ -68,18 +66,6 @@ class Pretrained:
         if self._tokenizer is None and self.kind == "text":
             self._tokenizer = load_run_tokenizer(self.model_dir, self.family, self.spec, self.task)
         return self._tokenizer
-
-    @classmethod
-    def from_run(cls, run_dir) -> "Pretrained":
-        from runs.record import load_run
-        run = load_run(Path(run_dir))   # FileNotFoundError naming the directory when it is not a run
-        if not run.complete:
-            raise ValueError(f"{run.dir} is an incomplete run (no summary.json): finish it with --resume first")
-        model_dir = run.dir / "model"
-        if not model_dir.is_dir():
-            raise FileNotFoundError(f"{run.dir} has no exported model (expected {model_dir})")
-        task = run.config["task"]
-        return cls(task["large"]["family"], model_dir, ModelSpec(**task["large"]), task)
 
     @classmethod
     def from_model(cls, model, tokenizer=None, directory=None) -> "Pretrained":
@@ -155,37 +141,6 @@ def run_suites(pretrained: Pretrained, planned, options: EvalOptions, log=print,
     return results
 
 
-def evaluate_run(run_dir, suites: list[str] | None = None, only: list[str] | None = None,
-                 options: EvalOptions | None = None, log=print) -> dict:
-    """Evaluate a finished run and merge the results into RUN_DIR/eval.json (returns the whole file). The
-    file is rewritten as each suite finishes, so a later suite's failure keeps the earlier ones' results;
-    bad input is refused by `plan` before anything runs."""
-    from runs.lock import RunLock
-    from runs.record import load_run, read_json, write_json_atomic
-    options = options or EvalOptions()
-    pre = Pretrained.from_run(run_dir)
-    run = load_run(Path(run_dir))
-    planned = plan(pre.kind, suites, only, pre.task.get("scale"), pre.task.get("evals"))
-    path = Path(run_dir) / EVAL_FILE
-
-    def merge(name: str, res: dict) -> None:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        suite = record.setdefault("suites", {}).setdefault(name, {"tasks": {}})
-        for task, entry in res["tasks"].items():   # a re-run of some tasks keeps the others' results
-            suite["tasks"][task] = {**entry, "options": options.to_dict(), "created": stamp}
-        suite.update({k: v for k, v in res.items() if k != "tasks"})
-        suite["average"] = suite_average(name, suite["tasks"])
-        record["last_evaluated"].append(name)
-        write_json_atomic(path, record)
-
-    with RunLock(run_dir):     # one process at a time: two evaluations merging into eval.json would lose one's
-        record = read_json(path) if path.exists() else {}
-        record.update({"run": str(Path(run_dir)), "task": run.task, "scale": pre.task.get("scale"),
-                       "method": run.method, "run_seed": run.config.get("seed"), "last_evaluated": []})
-        run_suites(pre, planned, options, log, done=merge)
-    return record
-
-
 MNLI_PARTS = {"mnli_m": "mnli", "mnli_mm": "mnli"}
 
 
@@ -231,12 +186,6 @@ def prepare(kind: str, scale: str | None, evals, suite: str | None, only: str | 
     options = EvalOptions.parse(settings, device=device)
     plan(kind, suites, names, scale, evals)
     return suites, names, options
-
-
-def run_and_report(run_dir, suites, names, options: EvalOptions, log) -> str:
-    """Evaluate, write eval.json, return the table and where it went (for the CLI)."""
-    record = evaluate_run(run_dir, suites, names, options, log)
-    return f"{format_table(record, record['last_evaluated'])}\nevaluation: {Path(run_dir) / EVAL_FILE}"
 
 
 # the suite modules register themselves on import (kept last: they import this module's names)
