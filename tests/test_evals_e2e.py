@@ -152,3 +152,34 @@ def test_transfer_suite_on_an_image_folder(tmp_path):
     assert res["n_train"] == 12 and res["n_eval"] == 6 and res["steps"] == 6
     assert res["recipe"]["optimizer"] == "sgd" and res["recipe"]["lr"] == 0.01 and res["seeds"] == [0]
     assert 0 <= res["metrics"]["top1"] <= 100
+
+
+def test_deit_rand_augment_is_timms_but_never_asks_pillow_for_zero_bits():
+    """DeiT's transfer augmentation is timm's create_transform(auto_augment="rand-m9-mstd0.5-inc1") op for op, with
+    the magnitude clipped below 10: at 10 timm's PosterizeIncreasing keeps 0 bits, which Pillow 13 refuses (a CI
+    run's fine-tune crashed on it). Seeded, thousands of draws go through without an error."""
+    import random
+    import torch
+    from PIL import Image
+    from timm.data import create_transform
+    from tasks.evals.transfer import RAND_AUGMENT, RAND_AUGMENT_MAX_MAGNITUDE, rand_augment_pipeline
+    ours = rand_augment_pipeline(16).transforms
+    timms = create_transform(16, is_training=True, auto_augment=RAND_AUGMENT, re_prob=0.0,
+                             interpolation="bicubic").transforms
+    assert [type(t) for t in ours] == [type(t) for t in timms] and repr(ours[0]) == repr(timms[0])
+    ra, timm_ra = ours[2], timms[2]
+    assert ra.num_layers == timm_ra.num_layers and len(ra.ops) == len(timm_ra.ops)
+    for a, b in zip(ra.ops, timm_ra.ops):
+        assert (a.name, a.prob, a.magnitude, a.magnitude_std, a.kwargs) == (b.name, b.prob, b.magnitude,
+                                                                           b.magnitude_std, b.kwargs)
+        assert {k: v for k, v in a.hparams.items() if k != "magnitude_max"} == b.hparams
+    posterize = next(op for op in ra.ops if op.name == "PosterizeIncreasing")
+    assert posterize.level_fn(10.0, posterize.hparams) == (0,)                         # timm's clip: 0 bits
+    assert posterize.level_fn(RAND_AUGMENT_MAX_MAGNITUDE, posterize.hparams) == (1,)   # ours: 1 bit
+    random.seed(0)
+    torch.manual_seed(0)
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (20, 20, 3), dtype=np.uint8))
+    pipeline = rand_augment_pipeline(16)
+    outs = [pipeline(image) for _ in range(3000)]      # ~5 posterize draws at magnitude >= 9.99 expected;
+    # timm's own pipeline raised at draw 698 with this seed
+    assert all(o.shape == (3, 16, 16) and torch.isfinite(o).all() for o in outs)

@@ -3,6 +3,7 @@ ChestX-ray8; top-1 accuracy). The paper fine-tunes 1000 epochs at batch 768 with
 augmentation; DeiT's authors give the rest of that recipe (facebookresearch/deit issue 45): SGD, weight decay
 1e-4, no random erasing, no stochastic depth, everything else as on ImageNet — RandAugment
 rand-m9-mstd0.5-inc1, mixup 0.8 / cutmix 1.0, label smoothing 0.1, cosine schedule with 5 warmup epochs.
+(RandAugment's magnitude is clipped at 9.99 rather than timm's 10: see RAND_AUGMENT_MAX_MAGNITUDE.)
 
 Data: by hub name through `datasets` (the image and label columns are found from the features), or an
 ImageFolder under --set data_dir=DIR: DIR/<set>/train/<class>/* and DIR/<set>/{val,test}/<class>/*.
@@ -13,6 +14,7 @@ Images are resized to the model's input size and converted to its channels (gray
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +30,11 @@ from tasks.evals.metrics import top1
 RECIPE = FinetuneRecipe(epochs=1000, lr=0.01, batch_size=768, seeds=(0,), optimizer="sgd", weight_decay=1e-4,
                         schedule="cosine", warmup_ratio=5 / 1000, grad_clip=0.0, eval_batch_size=256)
 RAND_AUGMENT = "rand-m9-mstd0.5-inc1"
+# The largest magnitude a RandAugment op draws. timm clips at 10, where PosterizeIncreasing keeps 0 bits: Pillow 13
+# refuses that (ValueError; older Pillow made the image black), and with magnitude noise 0.5 around 9 about 2% of
+# draws reach it, so a fine-tune crashed within its first epochs. Just below 10 the op keeps 1 bit (as destructive);
+# every other op moves by at most 0.1% of its range, on those draws only.
+RAND_AUGMENT_MAX_MAGNITUDE = 9.99
 EVAL_CROP = 0.875
 
 
@@ -119,12 +126,26 @@ def transforms(spec, train: bool):
     size = spec.image_size
     bicubic = T.InterpolationMode.BICUBIC
     if spec.in_chans == 3 and train:
-        from timm.data import create_transform
-        return create_transform(size, is_training=True, auto_augment=RAND_AUGMENT, re_prob=0.0, interpolation="bicubic")
+        return rand_augment_pipeline(size)
     mode, mean, std = ("RGB", (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)) if spec.in_chans == 3 else ("L", (0.5,), (0.5,))
     head = [T.RandomResizedCrop(size, interpolation=bicubic), T.RandomHorizontalFlip()] if train else \
         [T.Resize(int(math.ceil(size / EVAL_CROP)), interpolation=bicubic), T.CenterCrop(size)]
     return T.Compose([T.Lambda(lambda im: im.convert(mode)), *head, T.ToTensor(), T.Normalize(mean, std)])
+
+
+def rand_augment_pipeline(size: int):
+    """timm's ImageNet training transforms with DeiT's RandAugment, as `create_transform(auto_augment=RAND_AUGMENT)`
+    builds them (its crop, flip, RandAugment hparams, no colour jitter, normalisation), the magnitude clipped at
+    RAND_AUGMENT_MAX_MAGNITUDE."""
+    import torchvision.transforms as T
+    from PIL import Image
+    from timm.data import IMAGENET_DEFAULT_MEAN, create_transform
+    from timm.data.auto_augment import rand_augment_transform
+    primary, _, final = create_transform(size, is_training=True, color_jitter=None, re_prob=0.0,
+                                         interpolation="bicubic", separate=True)
+    hparams = {"translate_const": int(size * 0.45), "img_mean": tuple(round(255 * m) for m in IMAGENET_DEFAULT_MEAN),
+               "interpolation": Image.BICUBIC, "magnitude_max": RAND_AUGMENT_MAX_MAGNITUDE}
+    return T.Compose([*primary.transforms, rand_augment_transform(RAND_AUGMENT, hparams), *final.transforms])
 
 
 def load_vision_model(pretrained, num_classes: int):
@@ -156,6 +177,8 @@ def classify_images(pretrained, train, evals: dict, num_classes: int, recipe: Fi
     per_seed, fits = {k: [] for k in evals}, []
     for seed in recipe.seeds:
         torch.manual_seed(seed)
+        random.seed(seed)          # timm's RandAugment draws from `random`, its Mixup from numpy's global RNG
+        np.random.seed(seed)
         model = load_vision_model(pretrained, num_classes)
         mixup = None
         if mixup_args:
