@@ -42,11 +42,17 @@ def uninterrupted(tmp_path_factory):
     return out
 
 
+def sigint_as_at_a_terminal():
+    """Ctrl-C's default action in the child: a shell starts background jobs (`pytest ... &`) with SIGINT ignored,
+    and Python keeps an ignored SIGINT ignored, so the Ctrl-C test would see its run finish and skip."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def child(out: Path, **kw) -> subprocess.Popen:
     # the child uses this process's thread count: a float sum split over other threads rounds differently
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(torch.get_num_threads())}
     return subprocess.Popen([sys.executable, str(ROOT / "run.py"), *LONG, "--out", str(out)], env=env,
-                            stdout=subprocess.DEVNULL, **kw)
+                            stdout=subprocess.DEVNULL, preexec_fn=sigint_as_at_a_terminal, **kw)
 
 
 def test_kill_and_resume_matches_uninterrupted_run(uninterrupted, tmp_path):
