@@ -11,13 +11,17 @@ from pathlib import Path
 
 from models import ModelSpec
 from runs.lock import RunLock
-from runs.record import EVAL_FILE, load_run, read_json, write_json_atomic
+from runs.record import EVAL_FILE, Run, load_run, read_json, write_json_atomic
 from tasks.evals import EvalOptions, Pretrained, format_table, plan, run_suites, suite_average
 
 
 def pretrained_from_run(run_dir) -> Pretrained:
     """The model a complete run exported, with its family, spec and task config (for its tokenizer)."""
-    run = load_run(Path(run_dir))   # FileNotFoundError naming the directory when it is not a run
+    return exported_model(load_run(Path(run_dir)))   # FileNotFoundError naming the directory when it is not a run
+
+
+def exported_model(run: Run) -> Pretrained:
+    """pretrained_from_run for a record already read."""
     if not run.complete:
         raise ValueError(f"{run.dir} is an incomplete run (no summary.json): finish it with --resume first")
     model_dir = run.dir / "model"
@@ -33,8 +37,8 @@ def evaluate_run(run_dir, suites: list[str] | None = None, only: list[str] | Non
     file is rewritten as each suite finishes, so a later suite's failure keeps the earlier ones' results;
     bad input is refused by `plan` before anything runs."""
     options = options or EvalOptions()
-    pre = pretrained_from_run(run_dir)
     run = load_run(Path(run_dir))
+    pre = exported_model(run)
     planned = plan(pre.kind, suites, only, pre.task.get("scale"), pre.task.get("evals"))
     path = Path(run_dir) / EVAL_FILE
 
