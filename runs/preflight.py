@@ -41,8 +41,8 @@ def comparable_task(record: dict | None) -> dict | None:
 
 def comparable_method(record: dict | None) -> dict | None:
     """A method record's settings: its name and resolved config. The rest is derived from them (a depth method's
-    composition) or an outcome of growing (LiGO's operator size; the depth sources older records kept in their
-    composition), and must not make a record of the same computation look like another configuration."""
+    composition) or, in older records, an outcome of growing (the block sources a depth method's composition
+    kept), and must not make a record of the same computation look like another configuration."""
     return None if record is None else {k: record.get(k) for k in ("name", "config")}
 
 
