@@ -34,8 +34,11 @@ post-norm families (BERT, RoBERTa) any depth growth and non-integer hidden ratio
 residual sum normalises a new block's input even when its branches output zero (LN(x) != x): LEMON's post-LN recipe
 relies on LN(LN(x)) ~ LN(x), which holds only as the norm's epsilon -> 0 (RoBERTa's is 1e-5); and the residual
 stream is a LayerNorm's output, which cannot carry the average units a non-integer ratio needs. Integer width-only
-growth of a post-norm family is exact (s = 1, no extra units). Not implemented: LEMON's learning-rate schedule for
-the grown model (maximum rate kept, faster decay); the task's recipe trains it.
+growth of a post-norm family is exact (s = 1, no extra units).
+
+LEMON's learning-rate schedule for the grown model (maximum rate kept, faster decay) is a recipe, not a growth: the
+task's recipe trains the grown model, and `--steps N` (or `--set steps=N`) is that schedule, its decay ending
+at N; the `lemon` sweep (bench/sweeps.py) runs it at the share of the steps LEMON's ViT result kept.
 """
 from __future__ import annotations
 

@@ -422,6 +422,21 @@ def test_sweep_labels_match_figures_and_resume_status(tmp_path):
     assert status(d) == "done"
 
 
+def test_lemon_decay_trains_the_large_model_for_lemons_uncut_share_and_shares_the_small_model():
+    """LEMON's schedule (max lr kept, faster decay) is the large model's recipe cut to 43.3% of its steps; the
+    small model's recipe, and so its cache, must stay the task's; `all` (the paper's) leaves the sweep out."""
+    from bench.sweeps import LEMON_VIT_SAVING, SWEEPS, build
+    from tasks.registry import get_task
+    for scale in ("mini", "tiny"):
+        entry = next(e for e in SWEEPS["lemon"].entries(scale) if e.name == "lemon-decay")
+        task, method, _ = build(entry, scale)
+        full = get_task("deit_s_b", scale)
+        assert task.recipe.steps == round(full.recipe.steps * (1 - LEMON_VIT_SAVING)) < full.recipe.steps
+        assert task.recipe.with_(steps=full.recipe.steps) == full.recipe and task.small_recipe == full.small_recipe
+        assert method.name == "lemon"
+    assert "lemon-decay" not in {e.name for e in SWEEPS["all"].entries("tiny")}
+
+
 def test_sweep_records_a_twin_instead_of_running_the_same_computation_again(tmp_path):
     """tiny bert_small_base grows 1 -> 2 layers, where stacking, interpolation and Net2Net's stacking coincide:
     the first is run, the other two get its record under their own names."""
