@@ -152,8 +152,9 @@ def trained(run: Run) -> bool:
 
 def recipe_mismatches(runs: list[Run]) -> list[Problem]:
     """Savings compare a method with scratch under one training recipe; a run trained under another recipe than
-    its task's scratch run is kept but flagged (e.g. a `--steps` override), since its saving is then not the
-    paper's quantity."""
+    its task's scratch run is kept but flagged, naming the fields that differ, since its saving then compares two
+    recipes: fewer `steps` (a faster decay, LEMON's schedule) still prices reaching scratch's final, another lr
+    credits the method with a tuning scratch did not get."""
     scratch = {}
     for r in runs:
         t, s, role, _, _ = identity(r)
@@ -163,8 +164,13 @@ def recipe_mismatches(runs: list[Run]) -> list[Problem]:
     for r in runs:
         t, s, role, _, _ = identity(r)
         ref = scratch.get((t, s))
-        if role == "large" and trained(r) and ref is not None and r.config["task"].get("recipe") != ref:
-            out.append(Problem(r.dir, "mismatch", "trained with another recipe than the task's scratch run"))
+        mine = r.config["task"].get("recipe")
+        if role == "large" and trained(r) and ref is not None and mine != ref:
+            differs = ", ".join(f"{k} {(mine or {}).get(k)!r} vs {(ref or {}).get(k)!r}"
+                                for k in sorted(set(mine or {}) | set(ref or {}))
+                                if (mine or {}).get(k) != (ref or {}).get(k))
+            out.append(Problem(r.dir, "mismatch", f"trained with another recipe than the task's scratch run "
+                                                  f"({differs or 'recorded differently'})"))
     return out
 
 

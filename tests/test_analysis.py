@@ -351,8 +351,9 @@ def test_an_untrained_init_run_feeds_table5_not_the_savings(tmp_path):
         "sst2": {"metrics": {"accuracy": 81.5, "score": 81.5}}}, "average": 81.5}}}))
     r, _, seeds, _, problems = analyse(tmp_path)
     assert set(seeds["label"]) == {"scratch", "ligo", "ligo-short"}
-    # another recipe is flagged for a trained run only
+    # another recipe is flagged for a trained run only, naming what differs from scratch's
     assert [(p.kind, p.dir.name) for p in problems] == [("mismatch", "ligo-short-s0")]
+    assert problems[0].message.endswith("(steps 2 vs 4)")
     t5 = init_table(r, "bert_small_base", "mini").set_index("Model")
     assert t5.loc["Large (LiGO init)", "SST-2"] == "81.50" and t5.loc["Large (LiGO init + pretrain)", "SST-2"] == "--"
 
