@@ -164,13 +164,12 @@ def recipe_mismatches(runs: list[Run]) -> list[Problem]:
     for r in runs:
         t, s, role, _, _ = identity(r)
         ref = scratch.get((t, s))
-        mine = r.config["task"].get("recipe")
-        if role == "large" and trained(r) and ref is not None and mine != ref:
-            differs = ", ".join(f"{k} {(mine or {}).get(k)!r} vs {(ref or {}).get(k)!r}"
-                                for k in sorted(set(mine or {}) | set(ref or {}))
-                                if (mine or {}).get(k) != (ref or {}).get(k))
+        mine, theirs = r.config["task"].get("recipe") or {}, ref or {}   # a record without one: every field differs
+        if role == "large" and trained(r) and ref is not None and mine != theirs:
+            differs = ", ".join(f"{k} {mine.get(k)!r} vs {theirs.get(k)!r}" for k in sorted(mine | theirs)
+                                if mine.get(k) != theirs.get(k))
             out.append(Problem(r.dir, "mismatch", f"trained with another recipe than the task's scratch run "
-                                                  f"({differs or 'recorded differently'})"))
+                                                  f"({differs})"))
     return out
 
 
