@@ -8,9 +8,10 @@ the hooks and never branches on a method's name.
 from __future__ import annotations
 
 import dataclasses
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, ClassVar, Iterator
 
 import torch
 from torch import nn
@@ -32,9 +33,53 @@ class Stage:
     active_blocks: frozenset[int] | None = None
 
 
+def is_number(v) -> bool:
+    """A finite int or float (not a bool)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def at_least(low: float, note: str = "") -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: is_number(v) and v >= low), f"a finite number >= {low:g}{note}"
+
+
+def integer_at_least(low: int, note: str = "") -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low), f"an integer >= {low}{note}"
+
+
+def above(low: float, note: str = "") -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: is_number(v) and v > low), f"a finite number > {low:g}{note}"
+
+
+def in_range(low: float, high: float, *, low_open: bool = False, high_open: bool = False,
+             note: str = "") -> tuple[Callable[[Any], bool], str]:
+    def ok(v) -> bool:
+        return is_number(v) and (low < v if low_open else low <= v) and (v < high if high_open else v <= high)
+    return ok, f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}{note}"
+
+
 @dataclass
 class Config:
-    """Base of every method's hyperparameters; subclasses add fields with the paper's defaults."""
+    """Base of every method's hyperparameters; subclasses add fields with the paper's defaults, and may add `RULES`:
+    field -> (test, what it must be), checked when the method is made (tasks/task.py's RECIPE_RULES, for methods),
+    so that a bad value is refused before a run writes anything; a subclass's rules extend its parents'. A float
+    option that is NaN or infinite is refused with or without a rule: no growth hyperparameter means anything
+    there (a NaN noise or temperature would otherwise pass every `<` test and poison the grown model)."""
+    RULES: ClassVar[dict[str, tuple[Callable[[Any], bool], str]]] = {}
+
+
+def check_config(method: str, config: Config) -> None:
+    """Raise the one-line ValueError of the first option of `config` that breaks its rules (see Config)."""
+    rules = {}
+    for cls in reversed(type(config).__mro__):
+        rules.update(vars(cls).get("RULES", {}))
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if field.name in rules:
+            ok, rule = rules[field.name]
+            if not ok(value):
+                raise ValueError(f"{method} {field.name} must be {rule}, got {value!r}")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{method} {field.name} must be a finite number, got {value!r}")
 
 
 class GrowthMethod(ABC):
@@ -46,6 +91,7 @@ class GrowthMethod(ABC):
 
     def __init__(self, config: Config | None = None, **overrides):
         self.config = dataclasses.replace(config or self.Config(), **overrides)
+        check_config(self.name or type(self).__name__, self.config)
 
     # -- the initialisation ----------------------------------------------------------------------------
     @abstractmethod

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from methods.base import integer_at_least
 from methods.depth import CopyDepthConfig, CopyDepthMethod, stack_sources
 from methods.registry import register_method
 from models import get_family
@@ -32,6 +33,8 @@ from models import get_family
 class GStackConfig(CopyDepthConfig):
     growth_factor: int = 0        # g; 0: the task's L2 / L1 (the paper's best is 4)
     growth_tokens: int = 0        # growth timing d in tokens (images for vision); 0: the task's small recipe
+    RULES = {"growth_factor": integer_at_least(0, " (0: the task's L2 / L1)"),
+             "growth_tokens": integer_at_least(0, " (0: the task's small recipe)")}
 
 
 def guideline_tokens(params: float, flops: float) -> float:
@@ -67,8 +70,6 @@ class GStack(CopyDepthMethod):
 
     def small_recipe(self, task):
         """Growth timing: with `growth_tokens` the small model trains for that many tokens (images), rounded up."""
-        if self.config.growth_tokens < 0:
-            raise ValueError(f"g_stack growth_tokens must be >= 0, got {self.config.growth_tokens}")
         r = task.small_recipe
         if not self.config.growth_tokens:
             return r

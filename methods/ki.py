@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from methods.base import Config, GrowthMethod
+from methods.base import Config, GrowthMethod, above, in_range
 from methods.depth import small_canonical
 from methods.registry import register_method
 from models import family_of
@@ -32,6 +32,7 @@ from models import family_of
 class KIConfig(Config):
     decay_fraction: float = 55 / 125   # share of training over which a_t falls from 1 to 0
     temperature: float = 1.0
+    RULES = {"decay_fraction": in_range(0, 1), "temperature": above(0)}
 
 
 @register_method("ki")
@@ -41,10 +42,6 @@ class KI(GrowthMethod):
 
     def __init__(self, config=None, **overrides):
         super().__init__(config, **overrides)
-        if not 0 <= self.config.decay_fraction <= 1:
-            raise ValueError(f"decay_fraction must be in [0, 1], got {self.config.decay_fraction}")
-        if self.config.temperature <= 0:
-            raise ValueError(f"temperature must be positive, got {self.config.temperature}")
         self.teacher = None
         self._student_logits = None
         # a plain function, not a bound method: a deep copy of the student keeps calling this instance

@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from methods.base import Config, GrowthMethod
+from methods.base import Config, GrowthMethod, at_least, in_range
 from methods.depth import small_canonical
 from methods.net2net import function_deviation
 from methods.registry import register_method
@@ -67,14 +67,13 @@ class LemonConfig(Config):
     seed: int = 0               # seeds every draw: split coefficients, extra units' columns, new blocks' o/fc2
     split_spread: float = 0.5   # copies' shares of a fan-out: u / sum(u), u ~ U(1 - spread, 1 + spread); 0: 1/count
     depth_noise: float = 0.1    # std of new blocks' zero-sum o/fc2 columns, relative to the small tensor's; 0: zeros
+    RULES = {"split_spread": in_range(0, 1, high_open=True, note=" (shares stay positive)"),
+             "depth_noise": at_least(0, " (0: zeros)")}
 
 
-def check_lemon(small: ModelSpec, large: ModelSpec, config: LemonConfig) -> None:
-    """Raise the one-line ValueError of a pair (or config) LEMON cannot grow losslessly."""
-    if not 0 <= config.split_spread < 1:
-        raise ValueError(f"lemon split_spread must be in [0, 1) (shares stay positive), got {config.split_spread}")
-    if config.depth_noise < 0:
-        raise ValueError(f"lemon depth_noise must be >= 0, got {config.depth_noise}")
+def check_lemon(small: ModelSpec, large: ModelSpec) -> None:
+    """Raise the one-line ValueError of a pair LEMON cannot grow losslessly (its options are checked when it is
+    made: LemonConfig.RULES)."""
     check_whole_heads(small, large, "lemon copies whole heads", "lemon copies whole key/value groups")
     family = get_family(small.family)
     if family.norm_kind not in NORM_KINDS:
@@ -215,11 +214,11 @@ class Lemon(GrowthMethod):
         self.report: dict = {}
 
     def check_pair(self, task):
-        check_lemon(task.small, task.large, self.config)
+        check_lemon(task.small, task.large)
 
     # -- width, usable alone (as a width operator of the depth methods: --set width=lemon) ------------------------
     def grow_width(self, canon: Canonical, large: ModelSpec) -> Canonical:
-        check_lemon(canon.spec, large.with_(layers=canon.spec.layers), self.config)
+        check_lemon(canon.spec, large.with_(layers=canon.spec.layers))
         gen = torch.Generator().manual_seed(self.config.seed)
         return LemonWidth(canon, large, self.config.split_spread, gen).grow()
 

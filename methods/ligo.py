@@ -42,7 +42,7 @@ import torch.distributed as dist
 from torch.utils.flop_counter import FlopCounterMode
 from tqdm import tqdm
 
-from methods.base import Config, GrowthMethod
+from methods.base import Config, GrowthMethod, above, at_least, integer_at_least, is_number
 from methods.depth import small_canonical
 from methods.ligo_operator import (DEPTH_INITS, ORDERS, TYINGS, WIDTH_FORMS, WIDTH_INITS, LigoOperator, check_choice,
                                   check_net2net_init)
@@ -79,6 +79,14 @@ class LigoConfig(Config):
     fit_adam_betas: tuple = (0.9, 0.999)
     fit_max_grad_norm: float = 1.0
     fit_warmup_steps: int = 0
+    RULES = {"fit_steps": integer_at_least(0, " (0: grow with the initial operator)"),
+             "init_noise": at_least(0), "fit_noise": at_least(0, " (0: no noise)"),
+             "fit_lr": above(0), "fit_weight_decay": at_least(0), "fit_adam_eps": above(0),
+             "fit_adam_betas": ((lambda v: isinstance(v, (tuple, list)) and len(v) == 2
+                                 and all(is_number(b) and 0 <= b < 1 for b in v)),
+                                "a pair b1,b2 with 0 <= b < 1, e.g. fit_adam_betas=0.9,0.999"),
+             "fit_max_grad_norm": at_least(0, " (0: no clipping)"),
+             "fit_warmup_steps": integer_at_least(0)}
 
 def materialise_flops(operator: LigoOperator, small: Canonical) -> float:
     """FLOPs of one materialisation, forward and backward into the operator: the matmuls as FlopCounterMode counts
@@ -202,8 +210,6 @@ class Ligo(GrowthMethod):
         check_choice("depth_init", c.depth_init, DEPTH_INITS)
         check_choice("width_init", c.width_init, WIDTH_INITS)
         check_choice("tying", c.tying, TYINGS)
-        if c.fit_steps < 0:
-            raise ValueError(f"fit_steps must be >= 0, got {c.fit_steps}")
         self.operator: LigoOperator | None = None
         self._pair = None                # (small spec, large spec) the operator was built for
         self.fit_loss: list[float] = []

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from methods.base import Config, GrowthMethod
+from methods.base import Config, GrowthMethod, integer_at_least
 from methods.direct_copy import DirectCopy
 from methods.net2net import function_deviation
 from methods.registry import register_method
@@ -56,6 +56,7 @@ ATTRIBUTE = "_growbench_msg"      # the Masks of a model, on the model itself (r
 @dataclass
 class MSGConfig(Config):
     ramp_steps: int = 5000    # steps over which the masks go from 0 to 1 (both official codes' default)
+    RULES = {"ramp_steps": integer_at_least(1, " (and at most the run's steps)")}
 
 
 def norm_statistic(module: nn.Module) -> tuple[str, float]:

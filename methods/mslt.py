@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from methods.base import GrowthMethod, Stage
+from methods.base import GrowthMethod, Stage, in_range, integer_at_least
 from methods.depth import CopyDepthConfig, check_width_operator, grows_width, small_canonical, width_operator
 from methods.registry import register_method
 from models import build_model, family_of, from_canonical, to_canonical
@@ -35,6 +35,8 @@ class MSLTConfig(CopyDepthConfig):
     stack_layers: int = 0         # blocks added per stage; 0 = half the small model's depth (at least 1)
     final_fraction: float = 0.2   # share of the steps for the final whole-model phase
     stage_steps: str = ""         # explicit "a,b,...,f" steps per stage; overrides final_fraction
+    RULES = {"stack_layers": integer_at_least(0, " (0: half the small model's depth)"),
+             "final_fraction": in_range(0, 1, low_open=True, high_open=True)}
 
 
 def stack_top(canon, depth: int):
@@ -53,8 +55,6 @@ class MSLT(GrowthMethod):
         """Model depth in each stacking stage (empty when the pair does not grow in depth)."""
         L1, L2 = task.small.layers, task.large.layers
         k = self.config.stack_layers or max(1, L1 // 2)
-        if k < 1:
-            raise ValueError(f"stack_layers must be positive, got {k}")
         return list(range(L1 + k, L2, k)) + [L2] if L2 > L1 else []
 
     def check_pair(self, task):
@@ -90,8 +90,6 @@ class MSLT(GrowthMethod):
                 raise ValueError(f"stage_steps '{self.config.stage_steps}': expected {n_stack + 1} positive step "
                                  f"counts ({n_stack} stacking stages, then the whole model) adding up to {total}")
             return lengths
-        if not 0 < self.config.final_fraction < 1:
-            raise ValueError(f"final_fraction must be in (0, 1), got {self.config.final_fraction}")
         final = max(1, round(self.config.final_fraction * total))
         if total - final < n_stack:
             raise ValueError(f"mslt needs at least {n_stack + 1} steps for its {n_stack + 1} stages, got {total}")
