@@ -328,7 +328,17 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
     if out is None:
         from runs.experiment import OUT_ROOT
         out = OUT_ROOT
+    if any(seed < 0 for seed in seeds):
+        raise ValueError(f"--seeds must be integers >= 0, got {' '.join(map(str, seeds))}")
     todo = plan(names, scale, seeds, only)
+    # every entry is built once (its task, recipe and method options checked) before any runs: a bad value refused
+    # at the fifth entry must not come after four runs of an hour each. Each run then builds its own (methods keep
+    # state: LiGO's operator, KI's teacher)
+    for entry in dict.fromkeys(entry for entry, _ in todo):
+        try:
+            build(entry, scale, common)
+        except LookupError:
+            pass                               # reported as unavailable below
     outcome: dict[str, list[str]] = {"done": [], "ran": [], "same computation": [], "stale": [], "unavailable": [],
                                      "failed": [], "planned": []}
     for i, (entry, seed) in enumerate(todo, 1):

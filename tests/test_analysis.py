@@ -438,6 +438,20 @@ def test_lemon_decay_trains_the_large_model_for_lemons_uncut_share_and_shares_th
     assert "lemon-decay" not in {e.name for e in SWEEPS["all"].entries("tiny")}
 
 
+def test_sweep_checks_every_entry_before_it_runs_any(tmp_path, monkeypatch, capsys):
+    """A bad option of the sweep's second entry is refused before the first trains, and a negative seed before
+    anything: one line, exit 2, nothing written."""
+    from bench.sweeps import SWEEPS, Entry, Sweep, main
+    entries = [Entry("bert_small_base", "scratch"), Entry("bert_small_base", "ligo", "ligo-badlr", (("fit_lr", -1.0),))]
+    monkeypatch.setitem(SWEEPS, "probe", Sweep("probe", "a test", lambda scale: entries))
+    for args, needle in ((["--seeds", "0"], "ligo fit_lr must be a finite number > 0, got -1.0"),
+                         (["--seeds", "0", "-1", "--methods", "scratch"], "--seeds must be integers >= 0, got 0 -1")):
+        assert main(["probe", "--scale", "tiny", "--out", str(tmp_path / "out"), *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"error: {needle}"
+        assert not (tmp_path / "out").exists()
+
+
 def test_sweep_records_a_twin_instead_of_running_the_same_computation_again(tmp_path):
     """tiny bert_small_base grows 1 -> 2 layers, where stacking, interpolation and Net2Net's stacking coincide:
     the first is run, the other two get its record under their own names."""
