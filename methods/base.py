@@ -11,10 +11,12 @@ import dataclasses
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator
 
 import torch
 from torch import nn
+
+from tasks.rules import Rule
 
 
 @dataclass(frozen=True)
@@ -33,30 +35,6 @@ class Stage:
     active_blocks: frozenset[int] | None = None
 
 
-def is_number(v) -> bool:
-    """A finite int or float (not a bool)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def at_least(low: float, note: str = "") -> tuple[Callable[[Any], bool], str]:
-    return (lambda v: is_number(v) and v >= low), f"a finite number >= {low:g}{note}"
-
-
-def integer_at_least(low: int, note: str = "") -> tuple[Callable[[Any], bool], str]:
-    return (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low), f"an integer >= {low}{note}"
-
-
-def above(low: float, note: str = "") -> tuple[Callable[[Any], bool], str]:
-    return (lambda v: is_number(v) and v > low), f"a finite number > {low:g}{note}"
-
-
-def in_range(low: float, high: float, *, low_open: bool = False, high_open: bool = False,
-             note: str = "") -> tuple[Callable[[Any], bool], str]:
-    def ok(v) -> bool:
-        return is_number(v) and (low < v if low_open else low <= v) and (v < high if high_open else v <= high)
-    return ok, f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}{note}"
-
-
 @dataclass
 class Config:
     """Base of every method's hyperparameters; subclasses add fields with the paper's defaults, and may add `RULES`:
@@ -64,7 +42,7 @@ class Config:
     so that a bad value is refused before a run writes anything; a subclass's rules extend its parents'. A float
     option that is NaN or infinite is refused with or without a rule: no growth hyperparameter means anything
     there (a NaN noise or temperature would otherwise pass every `<` test and poison the grown model)."""
-    RULES: ClassVar[dict[str, tuple[Callable[[Any], bool], str]]] = {}
+    RULES: ClassVar[dict[str, Rule]] = {}
 
 
 def check_config(method: str, config: Config) -> None:

@@ -23,10 +23,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from methods.base import integer_at_least
 from methods.depth import CopyDepthConfig, CopyDepthMethod, stack_sources
 from methods.registry import register_method
 from models import get_family
+from tasks.rules import integer_at_least
 
 
 @dataclass

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from methods.base import Config, GrowthMethod, above, in_range
+from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical
 from methods.registry import register_method
 from models import family_of
+from tasks.rules import above, in_range
 
 
 @dataclass

@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from methods.base import Config, GrowthMethod, at_least, in_range
+from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical
 from methods.net2net import function_deviation
 from methods.registry import register_method
@@ -55,6 +55,7 @@ from methods.width import check_whole_heads, net2net_maps
 from models import from_canonical, get_family
 from models.canonical import IN, OUT, RESIDUAL, Canonical, contract
 from models.spec import ModelSpec
+from tasks.rules import at_least, in_range
 
 # CaiT's LayerScale: the gamma that scales, per channel, the output of the branch ending in o (gamma1) or fc2 (gamma2)
 LAYER_SCALE = {"o": "gamma1", "fc2": "gamma2"}

@@ -42,7 +42,7 @@ import torch.distributed as dist
 from torch.utils.flop_counter import FlopCounterMode
 from tqdm import tqdm
 
-from methods.base import Config, GrowthMethod, above, at_least, integer_at_least, is_number
+from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical
 from methods.ligo_operator import (DEPTH_INITS, ORDERS, TYINGS, WIDTH_FORMS, WIDTH_INITS, LigoOperator, check_choice,
                                   check_net2net_init)
@@ -52,6 +52,7 @@ from models.canonical import Canonical
 from models.flops import backward_flops
 from models.seeding import seed_dropout
 from tasks.data import derive_seed
+from tasks.rules import above, adam_betas, at_least, integer_at_least
 
 
 @dataclass
@@ -82,9 +83,7 @@ class LigoConfig(Config):
     RULES = {"fit_steps": integer_at_least(0, " (0: grow with the initial operator)"),
              "init_noise": at_least(0), "fit_noise": at_least(0, " (0: no noise)"),
              "fit_lr": above(0), "fit_weight_decay": at_least(0), "fit_adam_eps": above(0),
-             "fit_adam_betas": ((lambda v: isinstance(v, (tuple, list)) and len(v) == 2
-                                 and all(is_number(b) and 0 <= b < 1 for b in v)),
-                                "a pair b1,b2 with 0 <= b < 1, e.g. fit_adam_betas=0.9,0.999"),
+             "fit_adam_betas": adam_betas("fit_adam_betas"),
              "fit_max_grad_norm": at_least(0, " (0: no clipping)"),
              "fit_warmup_steps": integer_at_least(0)}
 

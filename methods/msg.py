@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from methods.base import Config, GrowthMethod, integer_at_least
+from methods.base import Config, GrowthMethod
 from methods.direct_copy import DirectCopy
 from methods.net2net import function_deviation
 from methods.registry import register_method
@@ -49,6 +49,7 @@ from methods.width import check_whole_heads
 from models import get_family, to_canonical
 from models.canonical import IN, OUT, RESIDUAL, space_size
 from models.spec import ModelSpec
+from tasks.rules import integer_at_least
 
 ATTRIBUTE = "_growbench_msg"      # the Masks of a model, on the model itself (resume builds a fresh one)
 

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 
 import torch
 
-from methods.base import Config, GrowthMethod, at_least
+from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical, stack_sources
 from methods.registry import register_method
 from methods.width import Net2NetWidth, check_whole_heads, net2net_width, new_unit_mask
 from models import family_of, from_canonical, get_family
 from models.canonical import Canonical, copy_depth, grow_width
 from models.spec import ModelSpec
+from tasks.rules import at_least
 
 
 @dataclass

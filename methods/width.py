@@ -22,7 +22,7 @@ The LiGO author builds Proposition 1's fixed operator from `net2net_maps` + `sel
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 

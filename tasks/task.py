@@ -6,12 +6,12 @@ continuing the same thing.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from models import ModelSpec, build_model, check_growable, get_family
 from models.flops import backward_flops
+from tasks.rules import above, adam_betas, at_least, integer_at_least
 
 SCALES = ("paper", "mini", "tiny")
 # the transformers.get_scheduler names the trainer can drive: built from (warmup, total steps) alone and stepped
@@ -20,33 +20,23 @@ SCHEDULES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant
              "inverse_sqrt")
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 # field -> (test, what it must be): checked when a Recipe is made, so a bad value is refused before a run starts
 RECIPE_RULES = {
-    "steps": (lambda v: _is_int(v) and v >= 0, "an integer >= 0 (0: grow and evaluate only)"),
-    "batch_size": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "lr": (lambda v: _is_number(v) and v > 0, "a finite number > 0"),
-    "warmup": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
-    "seq_len": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "weight_decay": (lambda v: _is_number(v) and v >= 0, "a finite number >= 0"),
-    "grad_clip": (lambda v: _is_number(v) and v >= 0, "a finite number >= 0 (0: no clipping)"),
+    "steps": integer_at_least(0, " (0: grow and evaluate only)"),
+    "batch_size": integer_at_least(1),
+    "lr": above(0),
+    "warmup": integer_at_least(0),
+    "seq_len": integer_at_least(1),
+    "weight_decay": at_least(0),
+    "grad_clip": at_least(0, " (0: no clipping)"),
     "schedule": (lambda v: v in SCHEDULES, "one of " + ", ".join(SCHEDULES)),
-    "eval_every": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "eval_batches": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "log_every": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "grad_accum": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "eval_every": integer_at_least(1),
+    "eval_batches": integer_at_least(1),
+    "log_every": integer_at_least(1),
+    "grad_accum": integer_at_least(1),
     "bf16": (lambda v: isinstance(v, bool), "true or false"),
-    "adam_betas": (lambda v: isinstance(v, (tuple, list)) and len(v) == 2
-                   and all(_is_number(b) and 0 <= b < 1 for b in v),
-                   "a pair b1,b2 with 0 <= b < 1, e.g. adam_betas=0.9,0.999"),
-    "adam_eps": (lambda v: _is_number(v) and v > 0, "a finite number > 0"),
+    "adam_betas": adam_betas("adam_betas"),
+    "adam_eps": above(0),
 }
 
 

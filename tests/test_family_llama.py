@@ -7,7 +7,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from helpers import learnable_batches, relative_logit_gap
 from methods import get_method
-from models import ModelSpec, get_family, to_canonical
+from models import ModelSpec, get_family
 from models.canonical import IN, OUT, space_size
 from models.flops import backward_flops
 from tasks import get_task, make_task
