@@ -87,6 +87,7 @@ class LigoConfig(Config):
              "fit_max_grad_norm": at_least(0, " (0: no clipping)"),
              "fit_warmup_steps": integer_at_least(0)}
 
+
 def materialise_flops(operator: LigoOperator, small: Canonical) -> float:
     """FLOPs of one materialisation, forward and backward into the operator: the matmuls as FlopCounterMode counts
     them, plus the pseudo-inverse's solves, which it does not count (LigoOperator.solve_flops). The backward is
