@@ -78,8 +78,13 @@ def test_the_boundary_values_the_options_document_are_accepted(name, option, val
 @pytest.mark.parametrize("scale", SCALES)
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_every_method_is_made_with_every_tasks_defaults(name, scale):
-    for task in PAIRS:
-        get_method(name, task=get_task(task, scale))
+    """The scale's method defaults (e.g. mini's fit_steps=20, ramp_steps=20) pass the rules and reach the config."""
+    fields = {f.name for f in dataclasses.fields(METHODS[name].Config)}
+    for task in (get_task(t, scale) for t in PAIRS):
+        config = get_method(name, task=task).config
+        for key, value in task.method_defaults:
+            if key in fields:
+                assert getattr(config, key) == value, (task.name, key)
 
 
 def test_cli_refuses_a_bad_option_in_one_line_and_writes_nothing(tmp_path, capsys):
