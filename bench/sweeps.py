@@ -328,8 +328,9 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
     if out is None:
         from runs.experiment import OUT_ROOT
         out = OUT_ROOT
-    if any(seed < 0 for seed in seeds):
-        raise ValueError(f"--seeds must be integers >= 0, got {' '.join(map(str, seeds))}")
+    from runs.experiment import SEED_LIMIT
+    if any(not 0 <= seed < SEED_LIMIT for seed in seeds):
+        raise ValueError(f"--seeds must be integers in [0, 2**63), got {' '.join(map(str, seeds))}")
     todo = plan(names, scale, seeds, only)
     # every entry is built once (its task, recipe and method options checked) before any runs: a bad value refused
     # at the fifth entry must not come after four runs of an hour each. Each run then builds its own (methods keep

@@ -154,11 +154,18 @@ def reference(data, task) -> dict:
     return ref
 
 
+SEED_LIMIT = 2**63      # torch.manual_seed takes a signed 64-bit integer; a larger seed fails after files exist
+
+
+def check_seed(seed, flag: str = "--seed") -> None:
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"{flag} must be an integer in [0, 2**63), got {seed}")
+
+
 def check_inputs(task, method: GrowthMethod, seed: int, small: Path | None) -> None:
     """Everything about the input that can be checked before a file is written: the seed, the method's own
     constraints on the recipe (its stages) and on the pair, the data path, the --small directory, the small-model cache."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"--seed must be an integer >= 0, got {seed}")
+    check_seed(seed)
     method.stages(task, task.recipe.steps)      # e.g. MSLT's one step per stage at least
     method.check_pair(task)                     # e.g. G_stack's whole-model stacks, GQA group sizes
     task.check_data()

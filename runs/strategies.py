@@ -62,8 +62,8 @@ class Strategies:
         if not 0 < self.staged_depth < 1:
             raise ValueError(f"staged_depth must be in (0, 1): the sub-network's share of the blocks, "
                              f"got {self.staged_depth}")
-        if self.layer_drop_gamma <= 0:
-            raise ValueError(f"layer_drop_gamma must be positive, got {self.layer_drop_gamma}")
+        if not (math.isfinite(self.layer_drop_gamma) and self.layer_drop_gamma > 0):     # NaN passes '<= 0'
+            raise ValueError(f"layer_drop_gamma must be a finite number > 0, got {self.layer_drop_gamma}")
         if self.staged_grow not in GROW_RULES:
             raise ValueError(f"staged_grow must be one of {', '.join(GROW_RULES)}, got '{self.staged_grow}'")
 

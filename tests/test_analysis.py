@@ -445,7 +445,8 @@ def test_sweep_checks_every_entry_before_it_runs_any(tmp_path, monkeypatch, caps
     entries = [Entry("bert_small_base", "scratch"), Entry("bert_small_base", "ligo", "ligo-badlr", (("fit_lr", -1.0),))]
     monkeypatch.setitem(SWEEPS, "probe", Sweep("probe", "a test", lambda scale: entries))
     for args, needle in ((["--seeds", "0"], "ligo fit_lr must be a finite number > 0, got -1.0"),
-                         (["--seeds", "0", "-1", "--methods", "scratch"], "--seeds must be integers >= 0, got 0 -1")):
+                         (["--seeds", "0", "-1", "--methods", "scratch"],
+                          "--seeds must be integers in [0, 2**63), got 0 -1")):
         assert main(["probe", "--scale", "tiny", "--out", str(tmp_path / "out"), *args]) == 2
         err = capsys.readouterr().err.strip()
         assert err == f"error: {needle}"

@@ -282,7 +282,12 @@ BAD = [  # (arguments, what the one-line error must say); {tmp}: the test's dire
     ([*SCRATCH, "--set", "weight_decay=-0.1"], "weight_decay must be a finite number >= 0"),
     ([*SCRATCH, "--set", "schedule=bogus"], "schedule must be one of linear"),
     ([*SCRATCH, "--set", "schedule=reduce_lr_on_plateau"], "schedule must be one of linear"),
-    ([*SCRATCH, "--seed", "-1"], "--seed must be an integer >= 0"),
+    ([*SCRATCH, "--seed", "-1"], "--seed must be an integer in [0, 2**63), got -1"),
+    ([*SCRATCH, "--seed", str(2**70)], "--seed must be an integer in [0, 2**63)"),
+    ([*SCRATCH, "--set", "layer_drop=0.1", "--set", "layer_drop_gamma=nan"],
+     "layer_drop_gamma must be a finite number"),
+    ([*SCRATCH, "--set", "layer_drop=0.1", "--set", "layer_drop_gamma=inf"],
+     "layer_drop_gamma must be a finite number"),
     (["--method", "mslt", *TINY, "--steps", "1", "--set", "warmup=0"], "mslt needs at least 2 steps"),
     # paths
     ([*SCRATCH, "--set", "data_path="], "data_path is empty"),
