@@ -73,6 +73,9 @@ def _looks_like_run_config(path: Path) -> bool:
     return isinstance(c, dict) and "task" in c and "method" in c
 
 
+NUMERIC_FIELDS = ("step", "flops", "wall", "eval_loss", "eval_acc")
+
+
 def _check(run: Run) -> str | None:
     """Why a loaded record cannot be analysed, or None."""
     c = run.config
@@ -84,6 +87,11 @@ def _check(run: Run) -> str | None:
         return "metrics.jsonl has no evaluation rows"
     if any("step" not in r or "flops" not in r for r in run.metrics):
         return "a metrics row lacks step or flops"
+    for r in run.metrics:     # a hand-edited or foreign value would otherwise be read as NaN ("not reached")
+        for key in NUMERIC_FIELDS:
+            value = r.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                return f"metrics.jsonl row at step {r['step']!r}: {key} is {value!r}, not a number"
     steps = [r["step"] for r in run.metrics]
     if any(b <= a for a, b in zip(steps, steps[1:])):   # two writers, or a resume that repeated lines
         return "metrics.jsonl steps do not increase (a row repeated or out of order)"

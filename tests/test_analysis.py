@@ -328,6 +328,18 @@ def test_loader_reports_incomplete_corrupt_truncated_and_skips_model_dirs(tmp_pa
     assert inc.name in str([p for p in problems if p.kind == "incomplete"][0])
 
 
+def test_a_metrics_value_that_is_not_a_number_makes_the_run_corrupt_not_unreached(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    bad = write_run(tmp_path, "ligo", SCRATCH)
+    rows = [json.loads(line) for line in (bad / "metrics.jsonl").read_text().splitlines()]
+    rows[1]["eval_loss"] = "abc"
+    (bad / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs, problems = load_runs(tmp_path)
+    assert [r.dir.name for r in runs] == ["scratch-s0"]
+    assert [(p.dir.name, p.kind) for p in problems] == [("ligo-s0", "corrupt")]
+    assert "eval_loss is 'abc', not a number" in problems[0].message
+
+
 def test_fit_steps_and_init_tables(tmp_path):
     write_run(tmp_path, "scratch", SCRATCH)
     write_run(tmp_path, "ligo", [(0, 10, 7.0), (1, 110, 4.0)], method_config={"fit_steps": 100})
