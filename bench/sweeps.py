@@ -325,10 +325,8 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
     """Run (or with dry_run, list) every (entry, seed) of the named sweeps, evaluate them downstream on
     `eval_suites` (and the small models they grew from), prune; returns runs by outcome."""
     seeds = seeds if seeds is not None else ([0] if scale == "paper" else [0, 1])
-    if out is None:
-        from runs.experiment import OUT_ROOT
-        out = OUT_ROOT
-    from runs.experiment import SEED_LIMIT
+    from runs.experiment import OUT_ROOT, SEED_LIMIT
+    out = OUT_ROOT if out is None else out
     if any(not 0 <= seed < SEED_LIMIT for seed in seeds):
         raise ValueError(f"--seeds must be integers in [0, 2**63), got {' '.join(map(str, seeds))}")
     todo = plan(names, scale, seeds, only)

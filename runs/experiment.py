@@ -157,9 +157,9 @@ def reference(data, task) -> dict:
 SEED_LIMIT = 2**63      # torch.manual_seed takes a signed 64-bit integer; a larger seed fails after files exist
 
 
-def check_seed(seed, flag: str = "--seed") -> None:
+def check_seed(seed) -> None:
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < SEED_LIMIT:
-        raise ValueError(f"{flag} must be an integer in [0, 2**63), got {seed}")
+        raise ValueError(f"--seed must be an integer in [0, 2**63), got {seed}")
 
 
 def check_inputs(task, method: GrowthMethod, seed: int, small: Path | None) -> None:

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 import methods  # noqa: F401  (registers every method)
-from methods.depth import small_canonical
-from methods.ligo import materialise_flops
+from methods.ligo import FitSession
 from methods.registry import get_method
 from models import get_family
 from models.flops import backward_flops
@@ -34,10 +33,11 @@ def test_the_default_fit_costs_at_most_2_percent_of_training(name):
     task = get_task(name, "mini")
     method = get_method("ligo", task=task)
     family = get_family(task.family)
-    forward = family.batch_flops(task.large, pretraining_batch(task))
+    batch = pretraining_batch(task)
+    forward = family.batch_flops(task.large, batch)
     train_step = forward.total + backward_flops(forward)
     with torch.device("meta"):          # shapes only: FlopCounterMode counts without memory or compute
-        canon = small_canonical(family.build(task.small), task)
-    materialise = materialise_flops(method.build_operator(canon, task), canon)
-    share = method.config.fit_steps * (train_step + materialise) / (task.recipe.steps * train_step)
+        small = family.build(task.small)
+    fit_step = FitSession(method, small, task).flops(batch)     # what a run's ledger charges for a fit step
+    share = method.config.fit_steps * fit_step / (task.recipe.steps * train_step)
     assert 0 < share <= 0.02, f"{name}: LiGO's {method.config.fit_steps}-step fit is {share:.2%} of training"
