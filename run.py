@@ -220,10 +220,9 @@ def train_main(args) -> int:
         if not distributed.is_main():
             args.quiet = True
         if args.eval:   # checked before training, so that a typo costs nothing and writes nothing
-            from models import get_family
-            from tasks.evals import prepare
-            kind = "image" if get_family(task.family).objective == "image" else "text"
-            evaluation = prepare(kind, task.scale, task.evals, args.suite, args.only, eval_settings, args.device)
+            from tasks.evals import model_kind, prepare
+            evaluation = prepare(model_kind(task.family), task.scale, task.evals, args.suite, args.only,
+                                 eval_settings, args.device)
         elif args.suite or args.only:
             raise ValueError("--suite/--only need --eval or --evaluate RUN_DIR")
         out = run_experiment(task, method, seed=args.seed, device=device, out=args.out, small=args.small,

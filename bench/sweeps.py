@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import shutil
 import sys
@@ -171,8 +170,8 @@ def stale_reason(path: Path, task, method, strategies) -> str | None:
     were recorded with another configuration: a recipe changed since), or None. A sweep must not count such a
     record as done: its numbers belong to another computation."""
     from runs.preflight import comparable_method, comparable_task, differing_keys, jsonable
-    from runs.record import CONFIG
-    recorded = json.loads((path / CONFIG).read_text())
+    from runs.record import CONFIG, read_json
+    recorded = read_json(path / CONFIG)
     was = {"task": comparable_task(recorded.get("task")), "method": comparable_method(recorded.get("method") or {}),
            "strategies": recorded.get("strategies")}
     now = {"task": comparable_task(task.to_dict()), "method": comparable_method(method.describe()),
@@ -185,6 +184,22 @@ def stale_reason(path: Path, task, method, strategies) -> str | None:
                 return f"its {key} was recorded with another configuration (differs in: {differ})"
             return f"its {key} was recorded as {before!r}, the sweep now runs {value!r}"
     return None
+
+
+def check_common_key(key: str, method: str, shared: set) -> None:
+    """A --set key must mean something to every run it is given to: refused before any run, in one line (an
+    entry's own unknown setting, by contrast, is a method or option not written yet: that entry is unavailable)."""
+    from methods import METHODS
+    from methods.base import config_fields
+    from models.family import unknown
+    if key in shared or key in config_fields(METHODS[method]):
+        return
+    owners = sorted(name for name, cls in METHODS.items() if key in config_fields(cls))
+    if owners:
+        raise ValueError(f"--set {key}: an option of {', '.join(owners)}, not of method '{method}'; "
+                         f"select the methods that have it with --methods")
+    raise ValueError(unknown("--set key", key, shared | set(config_fields(METHODS[method])))
+                     + f" (recipe fields, training strategies, data_path, tokenizer, and the options of '{method}')")
 
 
 def build(entry: Entry, scale: str, common: tuple = ()):
@@ -204,7 +219,9 @@ def build(entry: Entry, scale: str, common: tuple = ()):
     task = get_task(entry.task, scale=scale)
     recipe_keys = {f.name for f in dataclasses.fields(task.recipe)}
     options, recipe, strategies = {}, {}, {}
-    for key, value in tuple(common) + tuple(entry.settings):
+    for i, (key, value) in enumerate(tuple(common) + tuple(entry.settings)):
+        if i < len(common):
+            check_common_key(key, entry.method, recipe_keys | set(STRATEGY_FIELDS) | {"data_path", "tokenizer"})
         if key in config_fields(METHODS[entry.method]):
             options[key] = value
         elif key in recipe_keys:
@@ -318,6 +335,38 @@ def train(task, method, strategies, path: Path, seed: int, device: str, resume: 
                    log=lambda msg: log(f"    {msg}"), **extra)
 
 
+def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tuple,
+               eval_suites: list[str] | None) -> None:
+    """Refuse, before any run trains, what would fail a run later: a bad value refused at the fifth entry must not
+    come after four runs of an hour each. Every entry is built once (task, recipe, method options); every run
+    directory must be creatable, or hold a readable run record; the run's inputs (seed, data path, the method's
+    constraints on the pair) and the --eval suites must be accepted. Each run then builds its own method (methods
+    keep state: LiGO's operator, KI's teacher)."""
+    from runs.experiment import check_inputs
+    from runs.preflight import check_out, inspect_out
+    from runs.record import CONFIG, SUMMARY
+    from tasks.evals import model_kind, plan as plan_suites
+    built: dict[Entry, tuple | None] = {}
+    for entry, seed in todo:
+        if entry not in built:
+            try:
+                built[entry] = build(entry, scale, common)
+            except LookupError:
+                built[entry] = None            # reported as unavailable when its turn comes
+        if built[entry] is None:
+            continue
+        task, method, _ = built[entry]
+        path = run_dir(out, entry, scale, seed)
+        if (path / SUMMARY).exists() and not (path / CONFIG).exists():
+            raise ValueError(f"{path} holds {SUMMARY} but no {CONFIG}: a damaged record, neither skipped nor "
+                             "resumed; move it away to run it again")
+        check_out(path)
+        inspect_out(path, resume=True, overwrite=False)    # a directory that is not a run's record is refused
+        check_inputs(task, method, seed, None)
+        if eval_suites:
+            plan_suites(model_kind(task.family), eval_suites, None, task.scale, task.evals)
+
+
 def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = None, out: Path | None = None,
               only: list[str] | None = None, dry_run: bool = False, prune_done: bool = False,
               device: str = "cpu", common: tuple = (), eval_suites: list[str] | None = None,
@@ -330,14 +379,7 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
     if any(not 0 <= seed < SEED_LIMIT for seed in seeds):
         raise ValueError(f"--seeds must be integers in [0, 2**63), got {' '.join(map(str, seeds))}")
     todo = plan(names, scale, seeds, only)
-    # every entry is built once (its task, recipe and method options checked) before any runs: a bad value refused
-    # at the fifth entry must not come after four runs of an hour each. Each run then builds its own (methods keep
-    # state: LiGO's operator, KI's teacher)
-    for entry in dict.fromkeys(entry for entry, _ in todo):
-        try:
-            build(entry, scale, common)
-        except LookupError:
-            pass                               # reported as unavailable below
+    check_plan(todo, Path(out), scale, common, eval_suites)
     outcome: dict[str, list[str]] = {"done": [], "ran": [], "same computation": [], "stale": [], "unavailable": [],
                                      "failed": [], "planned": []}
     for i, (entry, seed) in enumerate(todo, 1):
@@ -435,8 +477,9 @@ def main(argv=None) -> int:
         common = tuple(parse_setting(item) for item in args.settings)
         result = run_sweep(args.names, args.scale, args.seeds, args.out, args.methods, args.dry_run, args.prune,
                            args.device, common, args.eval)
-    except (KeyError, ValueError) as e:
-        print(f"error: {e.args[0]}", file=sys.stderr)
+    except (KeyError, ValueError, OSError) as e:      # OSError: a data path or --out that cannot be used
+        from run import error_line
+        print(error_line(e), file=sys.stderr)
         return 2
     print("; ".join(f"{k}: {len(v)}" for k, v in result.items() if v))
     for line in result["stale"] + result["unavailable"] + result["failed"]:

@@ -29,8 +29,8 @@ def unknown(kind: str, name: str, known) -> str:
     """The one-line error for an unknown registry name, with a close match when there is one."""
     known = sorted(known)
     close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
-    return f"unknown {kind} '{name}'{hint} known: {', '.join(known)}"
+    hint = f"; did you mean '{close[0]}'? known:" if close else "; known:"
+    return f"unknown {kind} '{name}'{hint} {', '.join(known)}"
 
 
 def get_family(name: str) -> "Family":

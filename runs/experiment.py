@@ -101,7 +101,8 @@ def check_small_dir(task, small_dir: Path) -> None:
         raise FileNotFoundError(f"--small {small_dir}: no such directory (give an HF/timm model directory)")
     found = exported_family(small_dir)
     if found != task.family:
-        raise ValueError(f"--small {small_dir} holds a {found or 'unrecognised'} model, but task {task.name} "
+        held = f"a {found}" if found else "an unrecognised"
+        raise ValueError(f"--small {small_dir} holds {held} model, but task {task.name} "
                          f"grows a {task.family} model (give a {task.family} save_pretrained/export directory)")
 
 

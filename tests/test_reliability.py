@@ -370,6 +370,14 @@ OTHER_CLIS = [  # (module, arguments, what the one-line error must say): refused
      "--formats jpgx: not a figure format"),
     ("bench.sweeps", ["bert", "--methods", "ligoo", "--dry-run"], "did you mean 'ligo'"),
     ("bench.sweeps", ["bertt", "--dry-run"], "unknown sweep 'bertt'; did you mean 'bert'"),
+    # what would fail each run after training (or fail every run) is refused before the first one
+    ("bench.sweeps", ["bert", "--set", "nosuchkey=1", "--out", "{tmp}/sw", "--dry-run"], "unknown --set key"),
+    ("bench.sweeps", ["bert", "--set", "fit_steps=3", "--out", "{tmp}/sw", "--dry-run"],
+     "an option of ligo, not of method 'scratch'"),
+    ("bench.sweeps", ["bert", "--eval", "nosuite", "--out", "{tmp}/sw", "--dry-run"], "unknown suite 'nosuite'"),
+    ("bench.sweeps", ["bert", "--out", "{tmp}/afile", "--dry-run"], "afile is a file"),
+    ("bench.sweeps", ["bert", "--set", "data_path={tmp}/missing.txt", "--out", "{tmp}/sw", "--dry-run"],
+     "missing.txt does not exist"),
 ]
 
 
@@ -382,6 +390,28 @@ def test_analysis_and_sweep_clis_refuse_bad_input(module, args, needle, tmp_path
     assert main([a.replace("{tmp}", str(tmp_path)) for a in args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and len(err.splitlines()) == 1 and needle in err, err
+    assert snapshot(tmp_path) == before
+
+
+DAMAGED_RUNS = [({"summary.json": "{}"}, "summary.json but no config.json"),
+                ({"config.json": "{bad", "summary.json": "{}"}, "config.json: not valid JSON"),
+                ({"config.json": "{bad"}, "config.json: not valid JSON"),
+                ({"model.pt": "weights"}, "no config.json: not a run record")]
+
+
+@pytest.mark.parametrize("files,needle", DAMAGED_RUNS)
+def test_sweep_refuses_a_damaged_run_directory_before_any_run(files, needle, tmp_path, capsys):
+    """A complete record without its config (or with a damaged one) was a traceback or a message naming no file,
+    and only when its turn came; now the plan is refused, naming the directory, and nothing there is touched."""
+    from bench.sweeps import main
+    damaged = tmp_path / "bert_small_base-mini" / "stackbert-s0"
+    damaged.mkdir(parents=True)
+    for name, text in files.items():
+        (damaged / name).write_text(text)
+    before = snapshot(tmp_path)
+    assert main(["bert", "--out", str(tmp_path), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1 and needle in err and str(damaged) in err, err
     assert snapshot(tmp_path) == before
 
 

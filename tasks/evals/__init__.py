@@ -39,6 +39,11 @@ class Suite:
 SUITES: dict[str, Suite] = {}
 
 
+def model_kind(family: str) -> str:
+    """What the suites call a model of `family`: "image" or "text"."""
+    return "image" if get_family(family).objective == "image" else "text"
+
+
 def register_suite(name: str, tasks: dict, default: dict | None = None, unavailable: Callable | None = None):
     def deco(fn):
         SUITES[name] = Suite(name, fn, tasks, default or tasks, (fn.__doc__ or "").strip().split("\n")[0],
@@ -59,7 +64,7 @@ class Pretrained:
 
     @property
     def kind(self) -> str:
-        return "image" if get_family(self.family).objective == "image" else "text"
+        return model_kind(self.family)
 
     @property
     def tokenizer(self):
