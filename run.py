@@ -105,7 +105,9 @@ def split_strategies(settings: list[str]):
     rest, chosen = [], {}
     for item in settings:
         key, _, raw = item.partition("=")
-        if key in FIELDS and raw:
+        if key in FIELDS:
+            if not raw:
+                raise ValueError(f"--set {key}= has no value; e.g. --set {key}=true")
             chosen[key] = parse_value(raw)
         else:
             rest.append(item)
@@ -206,6 +208,8 @@ def train_main(args) -> int:
         train_settings, strategies = split_strategies(train_settings)
         task, method_options = apply_settings(task, METHODS[args.method], train_settings)
         if args.steps is not None:
+            if any(item.partition("=")[0] == "steps" for item in args.settings):
+                raise ValueError("--steps and --set steps=... both set the run's steps; give one")
             if args.steps < 0:
                 raise ValueError(f"--steps must be >= 0 (0: grow and evaluate only), got {args.steps}")
             task = task.with_(recipe=task.recipe.with_(steps=args.steps))
@@ -223,8 +227,9 @@ def train_main(args) -> int:
             from tasks.evals import model_kind, prepare
             evaluation = prepare(model_kind(task.family), task.scale, task.evals, args.suite, args.only,
                                  eval_settings, args.device)
-        elif args.suite or args.only:
-            raise ValueError("--suite/--only need --eval or --evaluate RUN_DIR")
+        elif args.suite or args.only or eval_settings:
+            what = "--suite/--only" if args.suite or args.only else "--set eval.* settings"
+            raise ValueError(f"{what} need --eval or --evaluate RUN_DIR (they set the downstream evaluation)")
         out = run_experiment(task, method, seed=args.seed, device=device, out=args.out, small=args.small,
                              resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
                              log=lambda msg: print(msg, file=sys.stderr) if distributed.is_main() else None,

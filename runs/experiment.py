@@ -170,6 +170,9 @@ def check_inputs(task, method: GrowthMethod, seed: int, small: Path | None) -> N
     method.stages(task, task.recipe.steps)      # e.g. MSLT's one step per stage at least
     method.check_pair(task)                     # e.g. G_stack's whole-model stacks, GQA group sizes
     task.check_data()
+    if small is not None and not method.needs_small:
+        raise ValueError(f"--small {small}: method '{method.name}' grows from no small model (it trains the large "
+                         "one from its own initialisation); drop --small")
     if method.needs_small and small is not None:
         check_small_dir(task, small)
     elif method.needs_small and not (small_cache_dir(task, seed) / SUMMARY).exists():

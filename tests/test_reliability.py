@@ -289,6 +289,17 @@ BAD = [  # (arguments, what the one-line error must say); {tmp}: the test's dire
     ([*SCRATCH, "--set", "layer_drop=0.1", "--set", "layer_drop_gamma=inf"],
      "layer_drop_gamma must be a finite number"),
     (["--method", "mslt", *TINY, "--steps", "1", "--set", "warmup=0"], "mslt needs at least 2 steps"),
+    # settings that were silently dropped or overruled
+    ([*SCRATCH, "--set", "steps=6", "--steps", "4"], "--steps and --set steps=... both set the run's steps"),
+    ([*SCRATCH, "--set", "eval.lr=1e-4"], "--set eval.* settings need --eval"),
+    ([*SCRATCH, "--small", "{wrong}/bert3"], "method 'scratch' grows from no small model"),
+    ([*SCRATCH, "--set", "layer_drop="], "--set layer_drop= has no value"),
+    # downstream data that is not there is found before the model trains, not after
+    ([*SCRATCH, "--eval", "--suite", "glue", "--only", "sst2", "--set", "eval.data_dir={tmp}"],
+     "SST-2/train.tsv not found"),
+    ([*SCRATCH, "--eval", "--suite", "squad", "--set", "eval.data_dir={tmp}"], "train-v1.1.json not found"),
+    (["--method", "scratch", "--task", "deit_s_b", "--scale", "tiny", "--quiet", "--eval", "--suite", "transfer",
+      "--only", "cifar10", "--set", "eval.data_dir={tmp}"], "cifar10/train not found"),
     # paths
     ([*SCRATCH, "--set", "data_path="], "data_path is empty"),
     ([*SCRATCH, "--set", "data_path={tmp}/empty.txt"], "empty.txt holds no text"),

@@ -34,6 +34,7 @@ class Suite:
     default: dict          # model kind -> the tasks run when --only is not given
     doc: str = ""
     unavailable: Callable | None = None   # () -> None, or why the suite cannot run here (checked up front)
+    load_data: Callable | None = None     # (task names, EvalOptions) -> None: loads what they need, or raises
 
 
 SUITES: dict[str, Suite] = {}
@@ -44,10 +45,11 @@ def model_kind(family: str) -> str:
     return "image" if get_family(family).objective == "image" else "text"
 
 
-def register_suite(name: str, tasks: dict, default: dict | None = None, unavailable: Callable | None = None):
+def register_suite(name: str, tasks: dict, default: dict | None = None, unavailable: Callable | None = None,
+                   load_data: Callable | None = None):
     def deco(fn):
         SUITES[name] = Suite(name, fn, tasks, default or tasks, (fn.__doc__ or "").strip().split("\n")[0],
-                             unavailable)
+                             unavailable, load_data)
         return fn
     return deco
 
@@ -189,8 +191,21 @@ def prepare(kind: str, scale: str | None, evals, suite: str | None, only: str | 
     """Check --suite / --only / eval settings up front (before any training or writing)."""
     suites, names = comma_list(suite), comma_list(only)
     options = EvalOptions.parse(settings, device=device)
-    plan(kind, suites, names, scale, evals)
+    check_data(plan(kind, suites, names, scale, evals), options)
     return suites, names, options
+
+
+def check_data(planned: list[tuple[str, list[str]]], options: EvalOptions) -> None:
+    """Load the data of every planned task once before the model trains: a missing or damaged local file, or a
+    hub dataset that cannot be had (offline and not cached), must not be found after an hour of pretraining."""
+    for name, tasks in planned:
+        if SUITES[name].load_data is None:
+            continue
+        try:
+            SUITES[name].load_data(tasks, options)
+        except ConnectionError as e:          # the hub, unreachable or offline, without a cached copy
+            raise ConnectionError(f"suite {name}: {e}; local copies are read with --set eval.data_dir=DIR "
+                                  f"(formats: tasks/evals/{name}.py)") from None
 
 
 # the suite modules register themselves on import (kept last: they import this module's names)

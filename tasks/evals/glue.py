@@ -150,7 +150,13 @@ def classify(pretrained, train: list[dict], evals: dict[str, list[dict]], num_la
             for name, rows in per_seed.items()}
 
 
-@register_suite("glue", {"text": tuple(TASKS)}, {"text": PAPER_TASKS})
+def load_glue_data(names: list[str], options: EvalOptions) -> None:
+    for task in names:
+        for split in ("train", *TASKS[task].evals):
+            load_glue(task, split, options.data_dir, 1)
+
+
+@register_suite("glue", {"text": tuple(TASKS)}, {"text": PAPER_TASKS}, load_data=load_glue_data)
 def run_glue(pretrained, names: list[str], options: EvalOptions, log=print) -> dict:
     """GLUE dev-set scores by full fine-tuning (paper Table 1)."""
     recipe, results = options.recipe(RECIPE), {}

@@ -194,7 +194,13 @@ def _logits(model, batch):
     return out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
 
 
-@register_suite("squad", {"text": tuple(VERSIONS)})
+def load_squad_data(names: list[str], options: EvalOptions) -> None:
+    for version in names:
+        for split in ("train", "dev"):
+            load_squad(version, split, options.data_dir, 1)
+
+
+@register_suite("squad", {"text": tuple(VERSIONS)}, load_data=load_squad_data)
 def run_squad(pretrained, names: list[str], options: EvalOptions, log=print) -> dict:
     """SQuAD v1.1 / v2.0 EM and F1 by span fine-tuning (paper Table 1)."""
     recipe = options.recipe(RECIPE)

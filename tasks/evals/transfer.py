@@ -198,7 +198,13 @@ def classify_images(pretrained, train, evals: dict, num_classes: int, recipe: Fi
             for name, rows in per_seed.items()}
 
 
-@register_suite("transfer", {"image": tuple(SETS)})
+def load_transfer_data(names: list[str], options: EvalOptions) -> None:
+    for name in names:
+        for split in ("train", "eval"):
+            load_image_set(name, split, options.data_dir, 1)
+
+
+@register_suite("transfer", {"image": tuple(SETS)}, load_data=load_transfer_data)
 def run_transfer(pretrained, names: list[str], options: EvalOptions, log=print) -> dict:
     """Top-1 transfer accuracy on five image sets (paper Table 2)."""
     recipe, results, spec = options.recipe(RECIPE), {}, pretrained.spec
