@@ -23,6 +23,7 @@ from analysis.savings import all_savings, summarize
 
 # the paper's tables: name -> (task, builder, caption). Table 4 (model configurations) is the task registry
 # itself (tests check it). Table 6 is written only where runs carry AdapterFusion scores (eval.json "adapters").
+MANIFEST = ".written"       # the files the last analysis into an --out wrote (remove_stale)
 PAPER_TABLES = {
     "table1": ("bert_small_base", "savings", "Table 1: BERT-Small→BERT-Base, savings and downstream scores"),
     "table2": ("deit_s_b", "savings", "Table 2: DeiT-S→DeiT-B, savings and accuracy"),
@@ -75,11 +76,24 @@ def targets(seeds, task: str, scale: str) -> str:
     return ", ".join(f"s{s} {v:.4g}" for s, v in t.groupby("seed")["target"].first().items())
 
 
+def remove_stale(out: Path, written: list[Path]) -> int:
+    """Delete what the previous analysis into `out` wrote and this one did not (a table of runs since removed
+    would otherwise sit beside the new ones as if current), then list this one's files for the next. Only files
+    named in the list are deleted: a user's own files in `out` are never touched."""
+    manifest = out / MANIFEST
+    before = set(manifest.read_text().splitlines()) if manifest.exists() else set()
+    now = {p.name for p in written}
+    for name in sorted(before - now):
+        (out / name).unlink(missing_ok=True)
+    manifest.write_text("".join(f"{name}\n" for name in sorted(now)))
+    return len(before - now)
+
+
 def check_args(args) -> str | None:
     """Why these arguments cannot work (one line), or None: checked before a file is written, so a typo in
     --formats does not come after twenty files."""
     if not args.runs.is_dir():
-        return f"--runs {args.runs}: no such directory"
+        return f"--runs {args.runs}: " + ("a file, not a directory" if args.runs.exists() else "no such directory")
     from matplotlib.backend_bases import FigureCanvasBase
     known = sorted(FigureCanvasBase.get_supported_filetypes())
     for fmt in args.formats:
@@ -173,8 +187,10 @@ def main(argv=None) -> int:
         report += ["## Not produced (no runs for them)", ""] + [f"- {m}" for m in missing] + [""]
     (args.out / "report.md").write_text("\n".join(report))
     written.append(args.out / "report.md")
+    stale = remove_stale(args.out, written)
     print(f"{len(written)} files written to {args.out} from {len(runs_list)} runs in "
-          f"{time.perf_counter() - t0:.1f} s; see {args.out / 'report.md'}")
+          f"{time.perf_counter() - t0:.1f} s{f' ({stale} stale ones removed)' if stale else ''}; "
+          f"see {args.out / 'report.md'}")
     return 0
 
 

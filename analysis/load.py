@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import re
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,7 @@ import pandas as pd
 # Why import runs.record rather than re-implement it: it is the format's one reader, stdlib only (runs/__init__
 # is empty, so no torch is pulled in), and it owns the truncated-last-line recovery that analysis must share.
 # Nothing else from runs/, models/, methods/ or tasks/ is imported here or anywhere in analysis/.
-from runs.record import CONFIG, EVAL_FILE, METRICS, Run, load_run
+from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, Run, load_run
 
 SEED_SUFFIX = re.compile(r"^(?P<label>.+)-s(?P<seed>\d+)$")
 SMALL_SUFFIX = ":small"
@@ -53,11 +54,15 @@ class Problem:
 
 def find_run_dirs(root: Path) -> list[Path]:
     """Directories holding a run record. A run's own `model/config.json` (HF export) is not a run: we do not
-    descend into a run directory, and a config.json without task/method keys is not a run config."""
+    descend into a run directory, and a config.json without task/method keys is not a run config. Metrics or a
+    summary without config.json is a damaged record: found, so that it is reported, not silently missing."""
     found = []
     for here, dirs, files in os.walk(root):
         dirs.sort()
         if CONFIG not in files:
+            if METRICS in files or SUMMARY in files:
+                found.append(Path(here))
+                dirs[:] = []
             continue
         if METRICS in files or _looks_like_run_config(Path(here) / CONFIG):
             found.append(Path(here))
@@ -90,8 +95,11 @@ def _check(run: Run) -> str | None:
     for r in run.metrics:     # a hand-edited or foreign value would otherwise be read as NaN ("not reached")
         for key in NUMERIC_FIELDS:
             value = r.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                return f"metrics.jsonl row at step {r['step']!r}: {key} is {value!r}, not a number"
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value)):
+                # NaN/inf: the trainer stops on a non-finite loss, so such a row is no growbench result (and a
+                # final NaN would make the target an earlier evaluation, or leave a method no final at all)
+                return f"metrics.jsonl row at step {r['step']!r}: {key} is {value!r}, not a finite number"
     steps = [r["step"] for r in run.metrics]
     if any(b <= a for a, b in zip(steps, steps[1:])):   # two writers, or a resume that repeated lines
         return "metrics.jsonl steps do not increase (a row repeated or out of order)"

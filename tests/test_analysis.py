@@ -337,7 +337,7 @@ def test_a_metrics_value_that_is_not_a_number_makes_the_run_corrupt_not_unreache
     runs, problems = load_runs(tmp_path)
     assert [r.dir.name for r in runs] == ["scratch-s0"]
     assert [(p.dir.name, p.kind) for p in problems] == [("ligo-s0", "corrupt")]
-    assert "eval_loss is 'abc', not a number" in problems[0].message
+    assert "eval_loss is 'abc', not a finite number" in problems[0].message
 
 
 def test_fit_steps_and_init_tables(tmp_path):
@@ -393,6 +393,52 @@ def test_renderers_escape_and_align():
     tex = to_latex(df, "caption", "table:x")
     assert r"44.7\% $\pm$ 1.0" in tex and r"LiGO\_x" in tex and r"\begin{tabular}{l|c}" in tex
     assert to_markdown(df).splitlines()[1] == "|:---|---:|"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_non_finite_metric_makes_the_run_corrupt_not_a_traceback_or_an_earlier_final(tmp_path, value, capsys):
+    """A NaN final eval_loss crashed the savings (pandas IndexError, after --out was made); in a scratch run it
+    would have made an earlier evaluation the target."""
+    write_run(tmp_path / "runs", "scratch", SCRATCH)
+    bad = write_run(tmp_path / "runs", "ligo", SCRATCH)
+    rows = [json.loads(line) for line in (bad / "metrics.jsonl").read_text().splitlines()]
+    rows[-1]["eval_loss"] = value
+    (bad / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs, problems = load_runs(tmp_path / "runs")
+    assert [r.dir.name for r in runs] == ["scratch-s0"]
+    assert [(p.dir.name, p.kind) for p in problems] == [("ligo-s0", "corrupt")]
+    assert f"eval_loss is {value!r}, not a finite number" in problems[0].message
+    from analysis.__main__ import main
+    assert main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--formats", "png"]) == 0
+    assert "ligo-s0" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_record_without_config_is_reported_not_silently_missing(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    orphan = write_run(tmp_path, "ligo", SCRATCH)
+    (orphan / "config.json").unlink()
+    runs, problems = load_runs(tmp_path)
+    assert [r.dir.name for r in runs] == ["scratch-s0"]
+    assert [(p.dir.name, p.kind) for p in problems] == [("ligo-s0", "corrupt")]
+    assert "no config.json" in problems[0].message
+
+
+def test_a_rerun_into_the_same_out_removes_its_own_stale_files_and_nothing_else(tmp_path, capsys):
+    from analysis.__main__ import main
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_run(runs, "scratch", SCRATCH)
+    gpt2 = write_run(runs, "scratch", SCRATCH, task="gpt2_base_medium")
+    write_run(runs, "ligo", SCRATCH, task="gpt2_base_medium")
+    assert main(["--runs", str(runs), "--out", str(out), "--formats", "png"]) == 0
+    assert (out / "savings-gpt2_base_medium-mini.md").exists()
+    (out / "notes.md").write_text("mine")
+    import shutil
+    shutil.rmtree(gpt2.parent)
+    assert main(["--runs", str(runs), "--out", str(out), "--formats", "png"]) == 0
+    assert not (out / "savings-gpt2_base_medium-mini.md").exists()       # its runs are gone: so is its table
+    assert not (out / "curves-gpt2_base_medium-mini.png").exists()
+    assert (out / "savings-bert_small_base-mini.md").exists() and (out / "notes.md").read_text() == "mine"
+    assert "stale ones removed" in capsys.readouterr().out
 
 
 def test_cli_regenerates_everything_in_seconds(tmp_path, capsys):

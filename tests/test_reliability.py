@@ -377,6 +377,7 @@ def test_resume_compares_method_settings_not_what_growing_recorded(tmp_path, cap
 
 OTHER_CLIS = [  # (module, arguments, what the one-line error must say): refused before anything is written
     ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/afile"], "afile: it is a file"),
+    ("analysis", ["--runs", "{tmp}/afile", "--out", "{tmp}/results"], "afile: a file, not a directory"),
     ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/results", "--formats", "png", "jpgx"],
      "--formats jpgx: not a figure format"),
     ("bench.sweeps", ["bert", "--methods", "ligoo", "--dry-run"], "did you mean 'ligo'"),
