@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from bench.cli import positive_int  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from bench.throughput import raw_run, trainer_run  # noqa: E402
 from tasks import get_task  # noqa: E402
@@ -126,20 +127,20 @@ def measure(name: str, args, device) -> dict:
     return row
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    ap.add_argument("--batch", type=int, default=None, help="micro-batch (default: per model, see MODELS)")
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--log-every", type=int, default=10)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch", type=positive_int, default=None, help="micro-batch (default: per model, see MODELS)")
+    ap.add_argument("--steps", type=positive_int, default=60)
+    ap.add_argument("--log-every", type=positive_int, default=10)
+    ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--no-bf16", dest="bf16", action="store_false")
     ap.add_argument("--compile", action="store_true", help="torch.compile the forward (trainer and raw loop)")
     ap.add_argument("--no-raw", action="store_true", help="time the trainer only")
     ap.add_argument("--peak-tflops", type=float, default=None, help="override the peak lookup")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "gpu_mfu.json"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda":
         if not torch.cuda.is_available():

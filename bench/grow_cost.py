@@ -29,6 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.cli import check_known, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 
 PAIRS = ("bert_base_large", "gpt2_base_medium", "deit_s_b")
@@ -78,7 +79,7 @@ def child(pair: str, method_name: str, threads: int) -> dict:
             "device": "cpu"}
 
 
-def main():
+def main(argv=None):
     from methods import METHODS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", nargs="+", default=list(PAIRS))
@@ -86,10 +87,13 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="torch threads in each measurement (0: default)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "grow_cost.json"))
     ap.add_argument("--child", nargs=2, metavar=("PAIR", "METHOD"), help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         print("RESULT " + json.dumps(child(*args.child, args.threads)), flush=True)
         return
+    with refused_as_one_line():      # a typo was a row of 'error' in the result file, and exit 0
+        check_known("pair", args.pairs, PAIRS)
+        check_known("method", args.methods, METHODS)
     rows = []
     for pair in args.pairs:
         for name in args.methods:

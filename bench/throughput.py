@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from transformers import get_scheduler  # noqa: E402
 
+from bench.cli import positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from methods import get_method  # noqa: E402
 from models import get_family  # noqa: E402
@@ -106,29 +107,33 @@ def raw_run(task, data, device, compile: bool = False) -> list[float]:
     return times
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="bert_small_base")
     ap.add_argument("--scale", default="mini")
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--steps", type=positive_int, default=60)
+    ap.add_argument("--repeats", type=positive_int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast in both loops")
-    ap.add_argument("--log-every", type=int, default=None, help="metrics row (flushed, fsync'ed) every N steps "
+    ap.add_argument("--log-every", type=positive_int, default=None, help="metrics row (flushed, fsync'ed) every N steps "
                     "(default: the recipe's); also the chunk length")
     ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.threads:      # on a shared CPU, one thread is less exposed to neighbours than a synchronised pair
         torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    task = get_task(args.task, scale=args.scale)
-    # evaluation only at the very end, outside the window; rows every log_every steps as in a real run
-    task = task.with_(recipe=task.recipe.with_(steps=args.steps, eval_every=10 * args.steps, bf16=args.bf16,
-                                               log_every=args.log_every or task.recipe.log_every))
+    with refused_as_one_line():
+        device = torch.device(args.device)
+        task = get_task(args.task, scale=args.scale)
+        # evaluation only at the very end, outside the window; rows every log_every steps as in a real run; the
+        # warm-up capped at the run (the mini recipes warm up for 100 steps: a 60-step run was refused)
+        task = task.with_(recipe=task.recipe.with_(steps=args.steps, eval_every=10 * args.steps, bf16=args.bf16,
+                                                   log_every=args.log_every or task.recipe.log_every,
+                                                   warmup=min(task.recipe.warmup, args.steps)))
     r = task.recipe
     if args.steps < 3 * r.log_every:
-        raise SystemExit(f"--steps must be at least 3 x log_every ({3 * r.log_every})")
+        raise SystemExit(f"error: --steps must be at least 3 x log_every ({3 * r.log_every}); give more --steps "
+                         f"or a smaller --log-every")
     data = task.pretrain_data()
     per_step = data.units_per_batch(r.batch_size)
     tokens = (r.steps - 2 * r.log_every) * per_step

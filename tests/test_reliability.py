@@ -405,6 +405,32 @@ def test_analysis_and_sweep_clis_refuse_bad_input(module, args, needle, tmp_path
     assert snapshot(tmp_path) == before
 
 
+BENCH_CLIS = [  # (benchmark module, arguments, what its error must say): refused before anything is measured
+    ("throughput", ["--task", "bert_smal_base"], "did you mean 'bert_small_base'"),
+    ("throughput", ["--scale", "big"], "unknown scale 'big'"),
+    ("throughput", ["--repeats", "0"], "--repeats: must be an integer >= 1, got 0"),
+    ("ligo_init_quality", ["--tasks", "gpt2_base_mediun"], "did you mean 'gpt2_base_medium'"),
+    ("grow_cost", ["--pairs", "bert_base_larg"], "unknown pair 'bert_base_larg'"),
+    ("grow_cost", ["--methods", "ligoo"], "did you mean 'ligo'"),
+    ("ligo_fit_cost", ["--repeats", "0"], "--repeats: must be an integer >= 1"),
+    ("gpu_mfu", ["--device", "cpu", "--steps", "-3"], "--steps: must be an integer >= 1, got -3"),
+]
+
+
+@pytest.mark.parametrize("module,args,needle", BENCH_CLIS, ids=[f"{c[0]}-{c[2][:20]}" for c in BENCH_CLIS])
+def test_benchmark_clis_refuse_bad_input_in_one_line_and_write_nothing(module, args, needle, tmp_path, capsys):
+    """A task typo was a KeyError traceback, --repeats 0 a StatisticsError after the measurement, a grow_cost
+    typo a result file of error rows and exit 0."""
+    import importlib
+    main = importlib.import_module(f"bench.{module}").main
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--out", str(tmp_path / "result.json")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert needle in err[-1], err
+    assert not any(tmp_path.iterdir())
+
+
 DAMAGED_RUNS = [({"summary.json": "{}"}, "summary.json but no config.json"),
                 ({"config.json": "{bad", "summary.json": "{}"}, "config.json: not valid JSON"),
                 ({"config.json": "{bad"}, "config.json: not valid JSON"),
