@@ -349,14 +349,17 @@ class TextData(PretrainData):
         if self.objective == "clm":
             return {"input_ids": ids, "labels": ids.clone()}
         from transformers import DataCollatorForLanguageModeling
-        # A fresh collator per batch, seeded through its own `seed` argument: it then draws from a private
-        # torch.Generator, so the mask depends only on (seed, step) and the global RNG is untouched. Its
-        # generator is made here rather than lazily, because the lazy path adds the DataLoader worker id to
-        # the seed (and refuses to run in other subprocesses): a batch must not depend on who builds it.
+        # The mask must depend only on (seed, step), and on nobody's global RNG. Not through the collator's
+        # own `seed`: in a subprocess it adds the DataLoader worker id to it, or refuses to run (and which
+        # generator it keeps is private state that has changed between transformers releases). Instead the
+        # collator draws from the CPU default generator, seeded here inside fork_rng, which restores the
+        # caller's CPU RNG state afterwards (devices=[]: no CUDA state is touched); the draws are those of a
+        # torch.Generator seeded alike, so the masks are the ones earlier records were trained on.
         collator = DataCollatorForLanguageModeling(self.tokenizer, mlm=True, mlm_probability=MLM_PROBABILITY,
-                                                   seed=rng_seed, return_tensors="pt")
-        collator.generator = collator.get_generator(rng_seed)
-        out = collator(list(ids))
+                                                   return_tensors="pt")
+        with torch.random.fork_rng(devices=[]):
+            torch.random.default_generator.manual_seed(rng_seed)
+            out = collator(list(ids))
         return {"input_ids": out["input_ids"], "attention_mask": torch.ones_like(ids), "labels": out["labels"]}
 
 
