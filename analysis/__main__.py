@@ -58,14 +58,20 @@ def build_table(kind: str, summary, runs, task: str, scale: str):
 
 def markdown(df, caption: str) -> str:
     text = tables.to_markdown(df, f"**{caption}**")
-    flagged = df.astype(str).apply(lambda c: c.str.contains("†")).any().any()
-    return text + (f"\n{tables.WALL_NOTE}\n" if flagged else "")
+    return text + "".join(f"\n{note}\n" for note in notes(df))
+
+
+def notes(df) -> list[str]:
+    """The footnotes a table's cells call for (†: no fit wall time; ‡: machine speed differs)."""
+    cells = df.astype(str)
+    return [note for mark, note in (("†", tables.WALL_NOTE), ("‡", tables.SPEED_NOTE))
+            if cells.apply(lambda c: c.str.contains(mark)).any().any()]
 
 
 def write_table(df, out: Path, stem: str, caption: str) -> list[Path]:
     md, tex = out / f"{stem}.md", out / f"{stem}.tex"
     md.write_text(markdown(df, caption))
-    note = f" {tables.WALL_NOTE}" if "†" in markdown(df, caption) else ""
+    note = "".join(f" {n}" for n in notes(df))
     tex.write_text(tables.to_latex(df, caption + note, f"table:{stem}"))
     return [md, tex]
 

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
-import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 # Why import runs.record rather than re-implement it: it is the format's one reader, stdlib only (runs/__init__
@@ -255,6 +256,17 @@ def twin_of(run: Run) -> tuple[str, int] | None:
     return (m.group("label"), int(m.group("seed"))) if m else None
 
 
+def seconds_per_flop(metrics: list[dict]) -> float | None:
+    """How fast the machine ran this record's training: the median over its logged intervals of wall time per
+    FLOP (the fit and step 0 left out). Per FLOP, not per step, so that cheaper steps (MSLT's frozen layers,
+    a shallower stage) and dearer ones (KI's teacher) do not read as another machine speed. Two runs of one
+    architecture on one idle machine agree to a few percent; on a shared machine they have differed by 2x."""
+    rows = sorted((m for m in metrics if m.get("step", 0) > 0 and m.get("wall") is not None), key=lambda m: m["step"])
+    rates = [(b["wall"] - a["wall"]) / (b["flops"] - a["flops"]) for a, b in zip(rows, rows[1:])
+             if b["flops"] > a["flops"] and b["wall"] >= a["wall"]]
+    return float(np.median(rates)) if rates else None
+
+
 def runs_frame(runs: list[Run]) -> pd.DataFrame:
     """One row per run: identity, final metrics, total cost, fit cost, the small model's pretraining cost."""
     rows = []
@@ -288,11 +300,12 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "units": r.summary.get("units"), "recipe": r.config["task"].get("recipe") or {},
             "small_recipe": r.config["task"].get("small_recipe") or {},
             "world_size": (r.config.get("distributed") or {}).get("world_size") or 1,
+            "seconds_per_flop": seconds_per_flop(r.metrics),
         })
     cols = ["task", "scale", "role", "label", "method", "seed", "dir", "final_loss", "final_acc", "flops",
             "wall", "steps", "trained", "fit_flops", "fit_wall_missing", "init_loss", "init_acc", "has_small", "pretrain_flops",
             "pretrain_wall", "method_config", "downstream", "computation", "twin_of", "curve", "unigram_ce",
-            "eval_items", "units", "recipe", "small_recipe", "world_size"]
+            "eval_items", "units", "recipe", "small_recipe", "world_size", "seconds_per_flop"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -96,6 +96,8 @@ def seed_savings(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str
     scratch = scratch_finals(cur, metric)
     if scratch.empty:
         return pd.DataFrame()
+    scratch_runs = info[info["label"].isin(scratch_curves(cur)["label"].unique())]
+    scratch_speed = scratch_runs.groupby("seed")["seconds_per_flop"].first()
     rows = []
     for (label, seed), g in cur[cur["role"] == "large"].groupby(["label", "seed"]):
         meta = info[(info["label"] == label) & (info["seed"] == seed)].iloc[0]
@@ -118,11 +120,25 @@ def seed_savings(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str
             row[f"saving_{c}"] = 1 - need / base if base > 0 else math.nan
             with_small = need + extra if extra is not None and not pd.isna(extra) else math.nan
             row[f"saving_{c}_with_small"] = 1 - with_small / base if base > 0 else math.nan
+        # the machine's speed during this run against its scratch seed's (seconds per FLOP): far from 1, its
+        # wall-time saving measures the machine's load, not the method
+        mine, theirs = meta["seconds_per_flop"], scratch_speed.get(seed) if paired else None
+        row["speed_vs_scratch"] = (theirs / mine if mine and theirs and not pd.isna(mine) and not pd.isna(theirs)
+                                   else math.nan)
         row["reached"] = not math.isnan(row["flops_to_target"])
         row["note"] = ("" if row["reached"] else f"no scratch s{seed}" if not paired
                        else "no full-model eval" if full.empty else "not reached")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+MACHINE_SPEED_TOLERANCE = 1.25   # a run this much faster or slower per FLOP than its scratch seed is flagged
+
+
+def machine_differs(speed_vs_scratch: float) -> bool:
+    """Whether a run's machine ran at another speed than its scratch seed's (beyond the tolerance)."""
+    return (not pd.isna(speed_vs_scratch)
+            and not 1 / MACHINE_SPEED_TOLERANCE <= speed_vs_scratch <= MACHINE_SPEED_TOLERANCE)
 
 
 def summarize(seeds: pd.DataFrame) -> pd.DataFrame:
@@ -143,7 +159,9 @@ def summarize(seeds: pd.DataFrame) -> pd.DataFrame:
                "metric": g["metric"].iloc[0], "n_seeds": len(g), "n_paired": int(g["paired"].sum()),
                "n_reached": len(ok), "missing": "; ".join(missing),
                "final_mean": g["final"].mean(), "final_std": _std(g["final"]),
-               "fit_flops": g["fit_flops"].mean(), "fit_wall_missing": bool(g["fit_wall_missing"].any())}
+               "fit_flops": g["fit_flops"].mean(), "fit_wall_missing": bool(g["fit_wall_missing"].any()),
+               "speed_vs_scratch": ", ".join(f"{v:.2f}" for v in ok["speed_vs_scratch"].dropna()),
+               "machine_differs": bool(ok["speed_vs_scratch"].map(machine_differs).any())}
         for col in ("saving_flops", "saving_wall", "saving_flops_with_small", "saving_wall_with_small",
                     "flops_to_target", "wall_to_target"):
             vals = ok[col].dropna()

@@ -20,6 +20,7 @@ import re
 import pandas as pd
 
 from analysis.identical import merge
+from analysis.savings import MACHINE_SPEED_TOLERANCE
 
 # display names and order follow the paper's tables; labels not listed keep their own name, after these
 DISPLAY = {"scratch": "Scratch", "stackbert": "StackBERT", "interpolation": "Interpolation", "mslt": "MSLT",
@@ -32,6 +33,9 @@ DOWNSTREAM_ORDER = GLUE_ORDER + ["SQuADv1.1 F1", "SQuADv1.1 EM", "SQuADv2.0 F1",
                                  "CIFAR10", "CIFAR100", "Flowers", "Cars", "ChestXRay8"]
 DOWNSTREAM_ORDER += [f"AF {c}" for c in GLUE_ORDER + ["Avg. GLUE"]]   # Table 6 (AdapterFusion)
 WALL_NOTE = "† the record has no wall time for the operator fit (step 0 logs wall 0.0): wall saving without the fit"
+SPEED_NOTE = (f"‡ the machine ran this method's training (a seed of it) more than {MACHINE_SPEED_TOLERANCE}x faster "
+              "or slower per FLOP than its scratch seed's (savings_seeds.csv: speed_vs_scratch): its wall-time saving "
+              "measures the machine's load more than the method; compare FLOPs")
 FIT_STEPS_LABEL = re.compile(r"^ligo(-fit\d+)?$")   # bench/sweeps.py names Table 3's runs ligo-fit<N>
 
 
@@ -139,6 +143,8 @@ def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: s
             cells[name] = "--" if is_scratch else _saving_cell(row, col)
             if "wall" in col and row["fit_wall_missing"] and not pd.isna(row[f"{col}_mean"]):
                 cells[name] += " †"   # see WALL_NOTE: the operator fit's wall time is not in the record
+            if "wall" in col and row.get("machine_differs") and not pd.isna(row[f"{col}_mean"]):
+                cells[name] += " ‡"   # see SPEED_NOTE: the run and its scratch seed ran at different speeds
         final = f"Final eval {'acc.' if acc else 'loss'}"
         cells[final] = (pct(row["final_mean"], row["final_std"]) if acc
                         else num(row["final_mean"], row["final_std"]))
@@ -209,7 +215,7 @@ def to_markdown(df: pd.DataFrame, caption: str = "") -> str:
 def _tex(text: str) -> str:
     text = str(text).replace("\\", r"\textbackslash{}")
     for a, b in (("%", r"\%"), ("_", r"\_"), ("&", r"\&"), ("#", r"\#"), ("±", r"$\pm$"), ("→", r"$\rightarrow$"),
-                 ("†", r"$^\dagger$")):
+                 ("†", r"$^\dagger$"), ("‡", r"$^\ddagger$")):
         text = text.replace(a, b)
     return text
 

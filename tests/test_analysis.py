@@ -395,6 +395,25 @@ def test_renderers_escape_and_align():
     assert to_markdown(df).splitlines()[1] == "|:---|---:|"
 
 
+def test_a_wall_time_saving_from_a_machine_at_another_speed_is_flagged(tmp_path):
+    """Runs of one architecture on the shared CPU have run up to 2x apart per FLOP; a wall-time saving taken
+    across such runs measures the machine. Per FLOP, not per step: a method with cheaper steps is not flagged."""
+    from analysis.__main__ import markdown
+    from analysis.tables import SPEED_NOTE
+    write_run(tmp_path, "scratch", SCRATCH, wall_per_flop=0.01)
+    write_run(tmp_path, "ligo", [(0, 10, 9.0), (1, 100, 5.0), (2, 200, 3.9)], wall_per_flop=0.0105)
+    write_run(tmp_path, "stackbert", [(0, 0, 9.0), (1, 50, 5.0), (2, 100, 3.9)], wall_per_flop=0.02)  # half speed
+    r, c, seeds, summary, _ = analyse(tmp_path)
+    assert row(seeds, "ligo")["speed_vs_scratch"] == pytest.approx(1 / 1.05)
+    assert row(seeds, "stackbert")["speed_vs_scratch"] == pytest.approx(0.5)
+    df = savings_table(summary, r, "bert_small_base", "mini")
+    cells = df.set_index("Method")
+    assert cells.loc["StackBERT", "Savings (Walltime)"].endswith(" ‡")
+    assert cells.loc["StackBERT", "Savings (FLOPs)"] == "76.1%"            # FLOPs are never flagged
+    assert "‡" not in cells.loc["LiGO", "Savings (Walltime)"]
+    assert SPEED_NOTE in markdown(df, "caption")
+
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_a_non_finite_metric_makes_the_run_corrupt_not_a_traceback_or_an_earlier_final(tmp_path, value, capsys):
     """A NaN final eval_loss crashed the savings (pandas IndexError, after --out was made); in a scratch run it
