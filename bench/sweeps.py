@@ -340,8 +340,8 @@ def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tup
     """Refuse, before any run trains, what would fail a run later: a bad value refused at the fifth entry must not
     come after four runs of an hour each. Every entry is built once (task, recipe, method options); every run
     directory must be creatable, or hold a readable run record; the run's inputs (seed, data path, the method's
-    constraints on the pair) and the --eval suites must be accepted, and the suites' data loadable. Each run then builds its own method (methods
-    keep state: LiGO's operator, KI's teacher)."""
+    constraints on the pair) and the --eval suites must be accepted, and the suites' data loadable. Each run
+    then builds its own method (methods keep state: LiGO's operator, KI's teacher)."""
     from runs.experiment import check_inputs
     from runs.preflight import check_out, inspect_out
     from runs.record import CONFIG, SUMMARY
@@ -364,10 +364,10 @@ def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tup
         check_out(path)
         inspect_out(path, resume=True, overwrite=False)    # a directory that is not a run's record is refused
         check_inputs(task, method, seed, None)
-        suites = (model_kind(task.family), tuple(eval_suites or ()), task.scale, tuple(task.evals))
-        if eval_suites and suites not in checked:
-            checked.add(suites)
-            check_data(plan_suites(suites[0], eval_suites, None, task.scale, task.evals), EvalOptions())
+        kind = (model_kind(task.family), task.scale, tuple(task.evals))
+        if eval_suites and kind not in checked:
+            checked.add(kind)
+            check_data(plan_suites(kind[0], eval_suites, None, task.scale, task.evals), EvalOptions())
 
 
 def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = None, out: Path | None = None,
