@@ -122,9 +122,8 @@ def seed_savings(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str
             row[f"saving_{c}_with_small"] = 1 - with_small / base if base > 0 else math.nan
         # the machine's speed during this run against its scratch seed's (seconds per FLOP): far from 1, its
         # wall-time saving measures the machine's load, not the method
-        mine, theirs = meta["seconds_per_flop"], scratch_speed.get(seed) if paired else None
-        row["speed_vs_scratch"] = (theirs / mine if mine and theirs and not pd.isna(mine) and not pd.isna(theirs)
-                                   else math.nan)
+        mine, theirs = meta["seconds_per_flop"], scratch_speed.get(seed, math.nan)
+        row["speed_vs_scratch"] = theirs / mine if pd.notna(mine) and pd.notna(theirs) and mine > 0 else math.nan
         row["reached"] = not math.isnan(row["flops_to_target"])
         row["note"] = ("" if row["reached"] else f"no scratch s{seed}" if not paired
                        else "no full-model eval" if full.empty else "not reached")

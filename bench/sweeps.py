@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shutil
 import sys
 import time
 import traceback
@@ -30,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from bench.sweep_records import (copy_small_record, evaluate, find_twin, prune, record_as_twin, small_record_source,
+                                 stale_reason, status)
+
 ALL_METHODS = ("scratch", "stackbert", "interpolation", "mslt", "net2net", "bert2bert", "ki", "ligo")
-RECORD_FILES = ("config.json", "metrics.jsonl", "summary.json", "eval.json")   # eval.json: if evaluated
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class Entry:
     @property
     def name(self) -> str:
         return self.label or self.method
+
+    @property
+    def small_label(self) -> str:
+        """The directory label of the small model's record beside the run (a variant's own when it shortens it)."""
+        return "small" if self.small_steps_frac is None else f"small-{self.name}"
 
 
 @dataclass(frozen=True)
@@ -159,33 +165,6 @@ def run_dir(out: Path, entry: Entry, scale: str, seed: int) -> Path:
     return out / f"{entry.task}-{scale}" / f"{entry.name}-s{seed}"
 
 
-def status(path: Path) -> str:
-    if (path / "summary.json").exists():
-        return "done"
-    return "resume" if (path / "config.json").exists() else "new"
-
-
-def stale_reason(path: Path, task, method, strategies) -> str | None:
-    """Why the complete record in `path` is not the run this entry would make now (its task, method or strategies
-    were recorded with another configuration: a recipe changed since), or None. A sweep must not count such a
-    record as done: its numbers belong to another computation."""
-    from runs.preflight import comparable_method, comparable_task, differing_keys, jsonable
-    from runs.record import CONFIG, read_json
-    recorded = read_json(path / CONFIG)
-    was = {"task": comparable_task(recorded.get("task")), "method": comparable_method(recorded.get("method") or {}),
-           "strategies": recorded.get("strategies")}
-    now = {"task": comparable_task(task.to_dict()), "method": comparable_method(method.describe()),
-           "strategies": strategies.record() if strategies is not None and strategies.active else None}
-    for key, value in now.items():
-        before, value = jsonable(was[key]), jsonable(value)
-        if before != value:
-            if isinstance(before, dict) and isinstance(value, dict):
-                differ = ", ".join(differing_keys(before, value))
-                return f"its {key} was recorded with another configuration (differs in: {differ})"
-            return f"its {key} was recorded as {before!r}, the sweep now runs {value!r}"
-    return None
-
-
 def check_common_key(key: str, method: str, shared: set) -> None:
     """A --set key must mean something to every run it is given to: refused before any run, in one line (an
     entry's own unknown setting, by contrast, is a method or option not written yet: that entry is unavailable)."""
@@ -239,93 +218,6 @@ def build(entry: Entry, scale: str, common: tuple = ()):
         task = task.with_(small_recipe=task.small_recipe.with_(steps=steps))
     chosen = strategies_from_settings(strategies) if strategies else None
     return task, get_method(entry.method, task=task, **options), chosen
-
-
-def small_record_source(run: Path) -> Path | None:
-    """The cached pretraining run of the small model `run` grew from, if it came from the cache."""
-    import json
-    small = json.loads((run / "config.json").read_text()).get("small") or {}
-    src = Path(small.get("path") or "")
-    return src if small.get("source") == "cache" and (src / "summary.json").exists() else None
-
-
-def copy_small_record(run: Path, entry: Entry, seed: int) -> None:
-    """Copy the small model's pretraining record (no weights) next to the run, once per seed and variant
-    (again when the cached one has been evaluated since)."""
-    src = small_record_source(run)
-    label = "small" if entry.small_steps_frac is None else f"small-{entry.name}"
-    dst = run.parent / f"{label}-s{seed}"
-    if src is None or ((dst / "summary.json").exists() and not (src / "eval.json").exists()):
-        return
-    dst.mkdir(parents=True, exist_ok=True)
-    for name in RECORD_FILES:
-        if (src / name).exists():
-            shutil.copy2(src / name, dst / name)
-
-
-def find_twin(task, method, strategies, path: Path, seed: int, device: str, log) -> Path | None:
-    """A complete run beside `path` (same task directory and seed) that is the computation `method` would run, or
-    None. Only for methods that grow without a fit (a fit is itself the computation, and costs to find out)."""
-    from methods.base import GrowthMethod
-    from runs.computation import initial_fingerprint, logged_fingerprint
-    from runs.experiment import resolve_small
-    from runs.record import load_run
-    if not method.needs_small or type(method).fit is not GrowthMethod.fit or not path.parent.is_dir():
-        return None
-    siblings = [d for d in sorted(path.parent.glob(f"*-s{seed}")) if d != path and (d / "summary.json").exists()]
-    logged = {}
-    for d in siblings:
-        run = load_run(d)
-        # a twin's twin points at the run that computed it: name that one
-        computed_here = "same_computation_as" not in run.config
-        if not run.task.endswith(":small") and run.config.get("seed") == seed and computed_here:
-            logged[d] = logged_fingerprint(run.metrics)
-    if not any(logged.values()):
-        return None
-    import torch
-    small, _ = resolve_small(task, seed, None, torch.device(device), log, False)
-    mine = initial_fingerprint(task, method, seed, small.to(device), strategies)
-    return next((d for d, fp in logged.items() if fp == mine), None)
-
-
-def record_as_twin(path: Path, twin: Path, method) -> None:
-    """Give `path` the record of `twin`, the same computation, under `method`'s own name and config."""
-    import json
-    from runs.record import CONFIG, write_json_atomic
-    path.mkdir(parents=True, exist_ok=True)
-    for f in twin.iterdir():
-        if f.is_file() and f.name != CONFIG and f.suffix in (".json", ".jsonl"):
-            shutil.copy2(f, path / f.name)
-    config = json.loads((twin / CONFIG).read_text())
-    config["method"] = json.loads(json.dumps(method.describe(), default=str))
-    config["same_computation_as"] = twin.name
-    write_json_atomic(path / CONFIG, config)
-
-
-def evaluate(run: Path, suites: list[str], device: str, log) -> None:
-    """Downstream evaluation (tasks/evals) of a finished run, for the suites eval.json does not hold yet;
-    it needs the exported model, so it runs before any pruning."""
-    import json
-    path = run / "eval.json"
-    have = set((json.loads(path.read_text()).get("suites") or {}) if path.exists() else ())
-    todo = [s for s in suites if s not in have]
-    if not todo:
-        return
-    if not (run / "model").is_dir():
-        raise FileNotFoundError(f"{run}: no model/ to evaluate (pruned?); re-run it without --prune")
-    from runs.evaluation import evaluate_run
-    from tasks.evals import EvalOptions
-    evaluate_run(run, todo, options=EvalOptions(device=device), log=lambda msg: log(f"    {msg}"))
-
-
-def prune(run: Path) -> None:
-    """Leave only the record (config, metrics, summary, JSON artefacts): no checkpoint, no weights, no lock file
-    (runs/lock.py: a process that opened it before the unlink retries on the new file)."""
-    (run / "checkpoint.pt").unlink(missing_ok=True)
-    (run / ".lock").unlink(missing_ok=True)
-    shutil.rmtree(run / "model", ignore_errors=True)
-    for p in run.glob("*.pt"):
-        p.unlink()
 
 
 def train(task, method, strategies, path: Path, seed: int, device: str, resume: bool, log) -> None:
@@ -429,7 +321,7 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
             if step == "training":
                 continue
             ok = False          # trained but not evaluated: keep the weights for another try
-        copy_small_record(path, entry, seed)
+        copy_small_record(path, entry.small_label, seed)
         if prune_done and ok:
             prune(path)
     return outcome
