@@ -136,7 +136,7 @@ def caption_warning(checks: list[Check], task: str, scale: str) -> str:
     """What a table of `task` at `scale` must say when its regime fails: a saving against a scratch run that did not
     learn (or from a small model that did not) measures the regime, not the method. Empty when every check passes."""
     failed = [c.name for c in checks if c.task == task and c.scale == scale and c.status == "FAIL"]
-    return f" -- REGIME CHECK FAILED ({'; '.join(failed)}): these savings do not rank the methods" if failed else ""
+    return f" -- REGIME CHECK FAILED (not met: {'; '.join(failed)}): these savings do not rank the methods" if failed else ""
 
 
 def to_markdown(checks: list[Check]) -> str:

@@ -607,5 +607,5 @@ def test_tables_of_a_task_whose_regime_fails_say_so_in_their_caption(tmp_path):
     from analysis.__main__ import main
     assert main(["--runs", str(runs), "--out", str(out), "--formats", "png"]) == 0
     for name in ("savings-bert_small_base-mini.md", "table1-mini.md", "savings-bert_small_base-mini.tex"):
-        assert "REGIME CHECK FAILED (scratch final < small final)" in (out / name).read_text(), name
+        assert "REGIME CHECK FAILED (not met: scratch final < small final)" in (out / name).read_text(), name
     assert "REGIME CHECK FAILED" not in (out / "savings-gpt2_base_medium-mini.md").read_text()
