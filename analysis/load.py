@@ -252,7 +252,8 @@ def twin_of(run: Run) -> tuple[str, int] | None:
     """(label, seed) of the run this record was copied from as the same computation (bench/sweeps.py
     record_as_twin writes config "same_computation_as": "<label>-s<seed>"), or None."""
     name = run.config.get("same_computation_as")
-    m = SEED_SUFFIX.match(name) if isinstance(name, str) else None
+    # a twin in another task directory ("<task dir>/<label>-s<seed>") is no label of this task's tables
+    m = SEED_SUFFIX.match(name) if isinstance(name, str) and "/" not in name else None
     return (m.group("label"), int(m.group("seed"))) if m else None
 
 

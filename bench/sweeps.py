@@ -15,7 +15,9 @@ An entry whose method or option does not exist yet is reported as unavailable an
 A run that would be the same computation as one already complete beside it (runs/computation.py: StackBERT is
 Net2Net on a pair that grows in width and depth; stacking, interpolation and MSLT are their width operator on a
 width-only pair) is not computed again: its directory gets the twin's record, with its own method in config.json
-and `same_computation_as` naming the twin, and analysis prints the two as one row.
+and `same_computation_as` naming the twin, and analysis prints the two as one row. A scratch run is looked for in
+the other task directories too: the depth-only and width-only pairs train bert_small_base's large model, and
+bert_small_large and bert_base_large share theirs.
 """
 from __future__ import annotations
 
@@ -300,7 +302,7 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
         try:   # one failing run must not stop the rest of the sweep
             twin = find_twin(task, method, strategies, path, seed, device, log) if state == "new" else None
             if twin is not None:
-                record_as_twin(path, twin, method)
+                record_as_twin(path, twin, method, task)
                 log(f"{where}: the same computation as {twin.name}: its record, not run again")
                 outcome["same computation"].append(f"{path} = {twin.name}")
                 state = "done"

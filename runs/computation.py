@@ -38,23 +38,26 @@ def training_plan(method, task) -> list:
             for st in method.stages(task, task.recipe.steps)]
 
 
-def fingerprint(model, method, task, seed: int, strategies=None) -> str:
-    """The identity of a run's computation, given its initial (grown) model."""
+def fingerprint(model, method, task, seed: int, strategies=None, task_record: dict | None = None) -> str:
+    """The identity of a run's computation, given its initial (grown) model. `task_record`: hash this record of the
+    task instead of `task.to_dict()` (the sweep checks a run of another task, equal in all this run reads, by
+    recomputing the fingerprint that run logged under its own task's record)."""
     # the task's per-scale method defaults are in the method's config, which acts through the initial weights (a
     # fit) or the training signature (an extra loss): they are not the computation themselves
+    task_record = task.to_dict() if task_record is None else task_record
     record = {"init": weights_digest(model), "plan": training_plan(method, task),
-              "training": method.training_signature(), "task": comparable_task(task.to_dict()), "seed": seed,
+              "training": method.training_signature(), "task": comparable_task(task_record), "seed": seed,
               "strategies": strategies.record() if strategies is not None else None}
     return hashlib.sha1(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def initial_fingerprint(task, method, seed: int, small_model, strategies=None) -> str:
+def initial_fingerprint(task, method, seed: int, small_model, strategies=None, task_record: dict | None = None) -> str:
     """The fingerprint a run of `method` would log, computed the way run_experiment grows (the global RNG seeded
     with the run's seed just before `grow`). Only for methods without a fit: a fit is the computation itself."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         large = method.grow(small_model, task)
-    return fingerprint(large, method, task, seed, strategies)
+    return fingerprint(large, method, task, seed, strategies, task_record)
 
 
 def logged_fingerprint(metrics: list[dict]) -> str | None:

@@ -546,6 +546,33 @@ def test_sweep_records_a_twin_instead_of_running_the_same_computation_again(tmp_
     assert set(runs_frame(runs)["label"]) >= {"stackbert", "interpolation", "net2net"}
 
 
+def test_sweep_takes_scratch_from_another_task_that_trains_the_same_large_model(tmp_path):
+    """bert_depth_only's large model, data and recipe are bert_small_base's: its scratch run is that task's, recorded
+    under its own task (and computing it gives the same curve); another recipe is another computation."""
+    from analysis.load import twin_of
+    from bench.sweeps import run_sweep
+    from runs.record import load_run
+    curve = lambda run: [(m["step"], m.get("flops"), m.get("eval_loss")) for m in run.metrics]  # noqa: E731
+    logs = []
+    first = run_sweep(["bert"], "tiny", [0], tmp_path / "r", only=["scratch"], log=logs.append)
+    again = run_sweep(["depth_only"], "tiny", [0], tmp_path / "r", only=["scratch"], log=logs.append)
+    assert len(first["ran"]) == 1 and not again["ran"] and len(again["same computation"]) == 1, logs
+    source, twin = (load_run(tmp_path / "r" / f"{t}-tiny" / "scratch-s0")
+                    for t in ("bert_small_base", "bert_depth_only"))
+    assert twin.config["same_computation_as"] == "bert_small_base-tiny/scratch-s0"
+    assert twin.config["task"]["name"] == "bert_depth_only" and twin.summary == source.summary
+    computed = run_sweep(["depth_only"], "tiny", [0], tmp_path / "alone", only=["scratch"], log=logs.append)
+    assert len(computed["ran"]) == 1, logs
+    assert curve(load_run(tmp_path / "alone" / "bert_depth_only-tiny" / "scratch-s0")) == curve(twin)
+    other = run_sweep(["width_only"], "tiny", [0], tmp_path / "r", only=["scratch"], common=(("lr", 5e-4),),
+                      log=logs.append)
+    assert len(other["ran"]) == 1 and not other["same computation"], logs
+    runs, _ = load_runs(tmp_path / "r")
+    frame = runs_frame(runs)
+    assert set(frame[frame["label"] == "scratch"]["task"]) == {"bert_small_base", "bert_depth_only", "bert_width_only"}
+    assert all(twin_of(r) is None for r in runs)
+
+
 def test_sweep_reports_a_complete_record_of_another_recipe_as_stale_and_leaves_it_alone(tmp_path):
     """BERT mini's lr changed (2e-3 -> 1e-3, 2026-11-23): a sweep must not count the records of the old recipe as
     its result ('complete, skipped'), nor overwrite them: it names them, what differs, and exits non-zero."""
