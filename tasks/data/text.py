@@ -334,15 +334,20 @@ class TextData(PretrainData):
         (add-one smoothed): what a model that learned word frequencies and nothing else scores. MLM scores the
         masked positions, which are never special tokens, so specials get no unigram mass; CLM scores every
         next token, separators included. The reference line a model that learns must fall well below."""
-        counts = np.bincount(np.asarray(self.ids["train"]), minlength=self.vocab_size).astype(np.float64)[:self.vocab_size]
-        if self.objective == "mlm":
-            counts[self.tokenizer.all_special_ids] = 0.0
-        logp = torch.from_numpy(np.log((counts + 1.0) / (counts + 1.0).sum()))
+        logp = self.unigram_log_probs()
         targets = []
         for batch in batches:
             labels = batch["labels"]
             targets.append(labels[labels != -100] if self.objective == "mlm" else labels[:, 1:].reshape(-1))
         return float(-logp[torch.cat(targets).long()].mean())
+
+    def unigram_log_probs(self) -> torch.Tensor:
+        """log p(token) [vocab] under the training split's add-one smoothed unigram distribution (MLM: specials,
+        which are never masked, get no mass)."""
+        counts = np.bincount(np.asarray(self.ids["train"]), minlength=self.vocab_size).astype(np.float64)[:self.vocab_size]
+        if self.objective == "mlm":
+            counts[self.tokenizer.all_special_ids] = 0.0
+        return torch.from_numpy(np.log((counts + 1.0) / (counts + 1.0).sum()))
 
     def make_batch(self, split: str, indices: np.ndarray, rng_seed: int) -> dict[str, torch.Tensor]:
         ids = self.blocks(split, indices)
