@@ -133,8 +133,13 @@ def record_as_twin(path: Path, twin: Path, method, task) -> None:
     config = read_json(twin / CONFIG)
     config["method"] = json.loads(json.dumps(method.describe(), default=str))
     config["task"] = json.loads(json.dumps(task.to_dict(), default=str))
-    config["same_computation_as"] = twin.name if twin.parent == path.parent else f"{twin.parent.name}/{twin.name}"
+    config["same_computation_as"] = twin_name(path, twin)
     write_json_atomic(path / CONFIG, config)
+
+
+def twin_name(path: Path, twin: Path) -> str:
+    """How `path`'s record names its twin: the run's directory beside it, or "<task dir>/<run>" in another task."""
+    return twin.name if twin.parent == path.parent else f"{twin.parent.name}/{twin.name}"
 
 
 def evaluate(run: Path, suites: list[str], device: str, log) -> None:

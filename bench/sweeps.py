@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.sweep_records import (copy_small_record, evaluate, find_twin, prune, record_as_twin, small_record_source,
-                                 stale_reason, status)
+                                 stale_reason, status, twin_name)
 
 ALL_METHODS = ("scratch", "stackbert", "interpolation", "mslt", "net2net", "bert2bert", "ki", "ligo")
 
@@ -303,8 +303,8 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
             twin = find_twin(task, method, strategies, path, seed, device, log) if state == "new" else None
             if twin is not None:
                 record_as_twin(path, twin, method, task)
-                log(f"{where}: the same computation as {twin.name}: its record, not run again")
-                outcome["same computation"].append(f"{path} = {twin.name}")
+                log(f"{where}: the same computation as {twin_name(path, twin)}: its record, not run again")
+                outcome["same computation"].append(f"{path} = {twin_name(path, twin)}")
                 state = "done"
             if state != "done":
                 log(f"{where}: {'resuming' if state == 'resume' else 'running'} ...")

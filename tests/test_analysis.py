@@ -557,6 +557,7 @@ def test_sweep_takes_scratch_from_another_task_that_trains_the_same_large_model(
     first = run_sweep(["bert"], "tiny", [0], tmp_path / "r", only=["scratch"], log=logs.append)
     again = run_sweep(["depth_only"], "tiny", [0], tmp_path / "r", only=["scratch"], log=logs.append)
     assert len(first["ran"]) == 1 and not again["ran"] and len(again["same computation"]) == 1, logs
+    assert again["same computation"][0].endswith("= bert_small_base-tiny/scratch-s0")
     source, twin = (load_run(tmp_path / "r" / f"{t}-tiny" / "scratch-s0")
                     for t in ("bert_small_base", "bert_depth_only"))
     assert twin.config["same_computation_as"] == "bert_small_base-tiny/scratch-s0"
