@@ -85,17 +85,32 @@ def _saving_cell(row: pd.Series, col: str) -> str:
     return pct(row[f"{col}_mean"], row[f"{col}_std"]) + (f" ({missing})" if missing else "")
 
 
-def _downstream(runs: pd.DataFrame, adapters: bool | None = False) -> pd.DataFrame:
-    """Mean downstream score per label over seeds, columns in the paper's order. adapters: False = full
-    fine-tuning only (Table 1/2), True = AdapterFusion columns only (Table 6), None = everything."""
-    rows = [{"label": r["label"], **r["downstream"]} for _, r in runs.iterrows() if r["downstream"]]
+def _downstream(runs: pd.DataFrame, adapters: bool | None = False, row_seeds: dict | None = None) -> pd.DataFrame:
+    """Downstream score cells per label, columns in the paper's order: the mean over the seeds evaluated, ± their
+    sample std where there are several, and which seeds, e.g. "75.00 (s0)", where they are fewer than the row's
+    (row_seeds: label -> the row's seeds; default the label's seeds in `runs`): a row's "Seeds" count must not be
+    read as the downstream column's. adapters: False = full fine-tuning only (Table 1/2), True = AdapterFusion
+    columns only (Table 6), None = everything."""
+    rows = [{"label": r["label"], "seed": r["seed"], **r["downstream"]} for _, r in runs.iterrows() if r["downstream"]]
     if not rows:
         return pd.DataFrame()
-    df = pd.DataFrame(rows).groupby("label").mean(numeric_only=True)
-    if adapters is not None:
-        df = df[[c for c in df if c.startswith("AF ") == adapters]]
-    cols = [c for c in DOWNSTREAM_ORDER if c in df] + sorted(c for c in df if c not in DOWNSTREAM_ORDER)
-    return df[cols]
+    df = pd.DataFrame(rows)
+    scores = [c for c in df if c not in ("label", "seed") and (adapters is None or c.startswith("AF ") == adapters)]
+    cols = [c for c in DOWNSTREAM_ORDER if c in scores] + sorted(c for c in scores if c not in DOWNSTREAM_ORDER)
+    if row_seeds is None:
+        row_seeds = {label: set(part["seed"]) for label, part in runs.groupby("label")}
+    cells = {}
+    for label, part in df.groupby("label"):
+        for c in cols:
+            got = part.dropna(subset=[c])
+            if got.empty:
+                continue
+            cell = f"{got[c].mean():.2f}" + (f" ± {got[c].std(ddof=1):.2f}" if len(got) > 1 else "")
+            seeds = sorted(set(got["seed"]))
+            if set(seeds) != set(row_seeds.get(label, seeds)):
+                cell += " (" + ", ".join(f"s{s}" for s in seeds) + ")"
+            cells.setdefault(label, {})[c] = cell
+    return pd.DataFrame.from_dict(cells, orient="index", columns=cols)
 
 
 # growbench's own "incl. small-model pretraining" columns charge the small model's pretraining to the method:
@@ -151,7 +166,7 @@ def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: s
         if not down.empty:
             for c in down.columns:
                 v = down[c].get(row["label"], math.nan)
-                cells[c] = "--" if pd.isna(v) else f"{v:.2f}"
+                cells[c] = "--" if pd.isna(v) else v
         cells["Seeds"] = str(row["n_seeds"])
         rows.append(cells)
     return pd.DataFrame(rows)
@@ -195,9 +210,10 @@ def init_table(runs: pd.DataFrame, task: str, scale: str, label: str = "ligo") -
         cell = {"Model": title, f"Eval {'acc.' if acc else 'loss'}":
                 num(vals.mean() if len(vals) else math.nan, vals.std(ddof=1) if len(vals) > 1 else math.nan),
                 "Seeds": str(len(vals))}
-        down = _downstream(evaluated.assign(label=title)) if len(evaluated) else pd.DataFrame()
+        down = (_downstream(evaluated.assign(label=title), row_seeds={title: set(part.loc[part[col].notna(), "seed"])})
+                if len(evaluated) else pd.DataFrame())
         if not down.empty:
-            cell.update({c: f"{down[c].iloc[0]:.2f}" for c in down.columns})
+            cell.update({c: down[c].iloc[0] for c in down.columns if not pd.isna(down[c].iloc[0])})
         rows.append(cell)
     return pd.DataFrame(rows).fillna("--")
 

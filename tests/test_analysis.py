@@ -388,6 +388,27 @@ def test_downstream_scores_from_eval_json(tmp_path):
     assert t6.loc["LiGO", "AF SST-2"] == "88.50" and "SST-2" not in t6.columns
 
 
+def test_a_downstream_score_says_which_seeds_it_averages(tmp_path):
+    """A row of two seeds whose downstream column has one evaluated seed must not read as a two-seed mean."""
+    def evaluated(d, score):
+        (d / "eval.json").write_text(json.dumps({"suites": {"mini": {"tasks": {
+            "bbc_news": {"metrics": {"accuracy": score, "score": score}}}, "average": score}}}))
+    for seed in (0, 1):
+        write_run(tmp_path, "scratch", SCRATCH, seed=seed)
+        d = write_run(tmp_path, "ligo", [(0, 10, 7.0), (1, 110, 4.0)], seed=seed)
+        evaluated(d, 70.0 + 4 * seed)
+        write_run(tmp_path, "scratch", [(0, 0, 9.0), (1, 50, 6.0)], label="small", task="bert_small_base:small",
+                  seed=seed)
+    evaluated(tmp_path / "bert_small_base-mini" / "scratch-s0", 60.0)
+    r, _, _, summary, _ = analyse(tmp_path)
+    t1 = savings_table(summary, r, "bert_small_base", "mini").set_index("Method")
+    assert t1.loc["LiGO", "BBC News (mini)"] == "72.00 ± 2.83" and t1.loc["LiGO", "Seeds"] == "2"
+    assert t1.loc["Scratch", "BBC News (mini)"] == "60.00 (s0)"
+    t5 = init_table(r, "bert_small_base", "mini").set_index("Model")
+    assert t5.loc["Large (LiGO init + pretrain)", "BBC News (mini)"] == "72.00 ± 2.83"
+    assert t5.loc["Large (scratch)", "BBC News (mini)"] == "60.00 (s0)" and t5.loc["Large (scratch)", "Seeds"] == "2"
+
+
 def test_renderers_escape_and_align():
     df = pd.DataFrame({"Method": ["LiGO_x"], "Savings (FLOPs)": ["44.7% ± 1.0"]})
     tex = to_latex(df, "caption", "table:x")
