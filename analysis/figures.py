@@ -141,7 +141,9 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
         _zoom(ax, curves, panel, scale)
         ax.legend(fontsize=6, loc="best")
     else:
-        ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes, color="gray")
+        # scratch may be drawn as the reference: then say what is missing, not that nothing ran
+        ax.text(0.5, 0.5, "no growth runs yet" if ax.lines else "no runs", ha="center", va="center",
+                transform=ax.transAxes, color="gray")
     return drawn
 
 

@@ -245,6 +245,16 @@ def test_unigram_line_on_text_curves(tmp_path):
     assert not [ln for ln in vision.get_lines() if ln.get_label() == UNIGRAM_LABEL]
 
 
+def test_a_panel_with_scratch_alone_says_growth_runs_are_missing_not_that_nothing_ran(tmp_path):
+    from analysis.figures import Panel, panels_figure
+    write_run(tmp_path, "scratch", SCRATCH)
+    _, curves, _, _, _ = analyse(tmp_path)
+    fig, drawn = panels_figure(curves, [Panel(("bert_small_base",)), Panel(("deit_s_b",))], "mini")
+    with_scratch, empty = ([t.get_text() for t in ax.texts] for ax in fig.axes)
+    assert not drawn and with_scratch == ["no growth runs yet"] and empty == ["no runs"]
+    assert fig.axes[0].lines                          # scratch is still drawn as the reference
+
+
 def patch(d: Path, config=None, summary=None) -> Path:
     """Add keys to a written record's config.json / summary.json (reference, recipes, units)."""
     for name, extra in (("config.json", config), ("summary.json", summary)):
