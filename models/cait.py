@@ -11,8 +11,6 @@ The position embedding covers the patches only (the class token is added after t
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from timm.models.cait import Cait
 from torch import nn
@@ -21,7 +19,7 @@ from models.canonical import IN, OUT, Canonical
 from models.family import register_family
 from models.flops import BlockFlops, ForwardFlops, transformer_block
 from models.spec import ModelSpec
-from models.timm_image import TimmImageFamily
+from models.timm_image import TimmImageFamily, mlp_ratio
 
 D_OUT, D_IN = ("D", OUT), ("D", IN)
 # canonical key -> parameter name inside one block, shared by both block kinds (q/k/v handled apart:
@@ -38,14 +36,6 @@ def layer_scale_init(depth: int) -> float:
     timm's registered cait_* models use exactly these values (XS24/S24: 1e-5; S36/M36/M48: 1e-6), except
     cait_xxs36 (1e-5); the bare `Cait` constructor's 1e-4 matches no published model."""
     return 0.1 if depth <= 18 else 1e-5 if depth <= 24 else 1e-6
-
-
-def mlp_ratio(hidden: int, ffn: int) -> float:
-    """timm sizes the MLP as int(hidden * ratio); nudge the ratio up if float rounding would lose a unit."""
-    ratio = ffn / hidden
-    while int(hidden * ratio) < ffn:
-        ratio = math.nextafter(ratio, math.inf)
-    return ratio
 
 
 @register_family

@@ -7,6 +7,7 @@ rebuilt from a `ModelSpec` alone fit it; the HF text families export with `save_
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import torch.nn.functional as F
@@ -14,6 +15,15 @@ from safetensors.torch import load_file, save_file
 
 from models.family import Family
 from models.spec import ModelSpec
+
+
+def mlp_ratio(hidden: int, ffn: int) -> float:
+    """The `mlp_ratio` that makes timm build an MLP of exactly `ffn` units: timm sizes it as int(hidden * ratio),
+    and hidden * (ffn / hidden) can fall just short of ffn (11 * (15 / 11) < 15), losing a unit; nudge it up."""
+    ratio = ffn / hidden
+    while int(hidden * ratio) < ffn:
+        ratio = math.nextafter(ratio, math.inf)
+    return ratio
 
 
 class TimmImageFamily(Family):

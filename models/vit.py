@@ -18,7 +18,7 @@ from models.canonical import IN, OUT, Canonical
 from models.family import register_family
 from models.flops import ForwardFlops, transformer_block
 from models.spec import ModelSpec
-from models.timm_image import TimmImageFamily
+from models.timm_image import TimmImageFamily, mlp_ratio
 
 D_OUT = ("D", OUT)
 # canonical block key -> parameter name inside blocks.{l}; q/k/v live fused in attn.qkv
@@ -37,9 +37,7 @@ class ViT(TimmImageFamily):
     timm_architecture = "vit_base_patch16_224"
 
     def timm_args(self, spec: ModelSpec) -> dict:
-        ratio = spec.ffn / spec.hidden
-        if int(spec.hidden * ratio) != spec.ffn:   # timm sizes fc1 as int(D * ratio): guard the float rounding
-            ratio = (spec.ffn + 0.5) / spec.hidden
+        ratio = mlp_ratio(spec.hidden, spec.ffn)
         return dict(img_size=spec.image_size, patch_size=spec.patch_size, in_chans=spec.in_chans,
                     num_classes=spec.classes, embed_dim=spec.hidden, depth=spec.layers, num_heads=spec.heads,
                     mlp_ratio=ratio, qkv_bias=True, class_token=True, global_pool="token")

@@ -165,3 +165,14 @@ def test_export_load(name, tmp_path):
     batch = batch_for(spec)
     with torch.no_grad():
         torch.testing.assert_close(fam.logits(loaded, batch), fam.logits(model, batch), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("family", ["vit", "cait"])
+def test_a_timm_model_gets_exactly_the_ffn_width_asked_where_the_plain_ratio_rounds_down(family):
+    import models.cait  # noqa: F401  (registers cait)
+    hidden, ffn = 22, 30                    # 22 * (30 / 22) == 29.999...: timm's int() would build 29 units
+    assert int(hidden * (ffn / hidden)) < ffn
+    extra = dict(class_layers=1) if family == "cait" else {}
+    spec = ModelSpec(family, 1, hidden, 2, ffn=ffn, image_size=8, patch_size=4, in_chans=3, classes=5, **extra)
+    model = get_family(family).build(spec)
+    assert model.blocks[0].mlp.fc1.out_features == ffn
