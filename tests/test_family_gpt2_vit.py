@@ -8,6 +8,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+import models.cait  # noqa: F401  (registers cait)
 import models.gpt2  # noqa: F401  (registers gpt2)
 import models.vit  # noqa: F401  (registers vit)
 from models.canonical import BLOCK_AXES, space_size
@@ -169,7 +170,6 @@ def test_export_load(name, tmp_path):
 
 @pytest.mark.parametrize("family", ["vit", "cait"])
 def test_a_timm_model_gets_exactly_the_ffn_width_asked_where_the_plain_ratio_rounds_down(family):
-    import models.cait  # noqa: F401  (registers cait)
     hidden, ffn = 22, 30                    # 22 * (30 / 22) == 29.999...: timm's int() would build 29 units
     assert int(hidden * (ffn / hidden)) < ffn
     extra = dict(class_layers=1) if family == "cait" else {}
