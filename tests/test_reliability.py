@@ -414,6 +414,9 @@ BENCH_CLIS = [  # (benchmark module, arguments, what its error must say): refuse
     ("grow_cost", ["--methods", "ligoo"], "did you mean 'ligo'"),
     ("ligo_fit_cost", ["--repeats", "0"], "--repeats: must be an integer >= 1"),
     ("gpu_mfu", ["--device", "cpu", "--steps", "-3"], "--steps: must be an integer >= 1, got -3"),
+    ("depth_probe", ["--task", "bert_depth_onl"], "did you mean 'bert_depth_only'"),
+    ("depth_probe", ["--task", "deit_s_b"], "deit_s_b is a vision task"),
+    ("depth_probe", ["--layers", "2", "0"], "--layers: must be an integer >= 1, got 0"),
 ]
 
 

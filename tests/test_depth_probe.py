@@ -1,0 +1,36 @@
+"""bench/depth_probe.py: each depth is the pair's large model with only its depth changed, trained from scratch as
+an ordinary run, and a complete run is reused rather than trained again."""
+import json
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from bench.depth_probe import depth_task, main  # noqa: E402
+from tasks import get_task  # noqa: E402
+
+
+def test_depth_task_changes_only_the_depth():
+    task = get_task("bert_depth_only", "tiny")
+    probe = depth_task(task, 3)
+    assert probe.large == probe.small and probe.large.layers == 3
+    assert {k: v for k, v in vars(probe.large).items() if k != "layers"} == \
+           {k: v for k, v in vars(task.large).items() if k != "layers"}
+    assert probe.recipe == probe.small_recipe == task.recipe and probe.data == task.data
+
+
+def test_probe_records_each_depth_and_reuses_complete_runs(tmp_path, capsys):
+    runs, out = tmp_path / "runs", tmp_path / "probe.json"
+    args = ["--scale", "tiny", "--layers", "2", "1", "--runs", str(runs), "--out", str(out)]
+    assert main(args) == 0
+    result = json.loads(out.read_text())
+    rows = result["rows"]
+    assert [r["layers"] for r in rows] == [1, 2]
+    assert rows[0]["final_eval_loss"] != rows[1]["final_eval_loss"]
+    assert rows[0]["unigram_ce"] == rows[1]["unigram_ce"] > 0
+    assert all(r["curve"][-1][1] == r["final_eval_loss"] and r["curve"][0][0] == 0 for r in rows)
+    metrics = sorted(runs.rglob("metrics.jsonl"))
+    assert len(metrics) == 2
+    stamps = [m.stat().st_mtime_ns for m in metrics]
+    assert main(args) == 0                        # the second call trains nothing
+    assert [m.stat().st_mtime_ns for m in metrics] == stamps
+    assert json.loads(out.read_text())["rows"] == rows
