@@ -235,6 +235,23 @@ def test_fashion_mnist_missing_path_says_where_and_how(tmp_path):
     assert str(missing) in msg and "dataset-fashion-mnist" in msg and "\n" not in msg
 
 
+def test_missing_fashion_mnist_package_is_refused_before_a_run_or_a_sweep_starts(tmp_path, monkeypatch, capsys):
+    """Without the Debian package a DeiT sweep started every run and failed each with a traceback (8 of them for
+    CaiT); the task's data check now looks where the package puts the files, so the sweep stops once, in one
+    line, and writes nothing."""
+    from bench.sweeps import main as sweep
+    from tasks import get_task
+    monkeypatch.setattr(vision_mod, "FASHION_MNIST_DIR", str(tmp_path / "absent"))
+    with pytest.raises(FileNotFoundError, match="dataset-fashion-mnist"):
+        get_task("deit_s_b", "mini").check_data()
+    get_task("deit_s_b", "tiny").check_data()          # the embedded digits need no package
+    out = tmp_path / "runs"
+    assert sweep(["deit", "--seeds", "0", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "dataset-fashion-mnist" in err[0], err
+    assert not out.exists()
+
+
 def _write_idx(path, array):
     with gzip.open(path, "wb") as f:
         f.write(b"\x00\x00\x08" + bytes([array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape))
