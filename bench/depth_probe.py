@@ -34,12 +34,28 @@ def depth_task(task, layers: int):
     return task.with_(name=f"{task.name}_L{layers}", small=spec, large=spec, small_recipe=task.recipe)
 
 
+def record_dir(runs_dir: Path, task, seed: int) -> Path:
+    return runs_dir / f"{task.name}-{task.scale}" / f"scratch-s{seed}"
+
+
+def check_reusable(task, layers: int, seed: int, runs_dir: Path) -> None:
+    """A complete record is reused only if it is the run this probe would make now: one made under another recipe
+    (the registry changed since) is refused, not read as today's number."""
+    from bench.sweep_records import stale_reason
+    from methods import get_method
+    from runs.record import SUMMARY
+    t = depth_task(task, layers)
+    out = record_dir(runs_dir, t, seed)
+    if (out / SUMMARY).exists() and (why := stale_reason(out, t, get_method("scratch", task=t), None)):
+        raise ValueError(f"{out} is complete, but {why}; move it away (or give another --runs) to train it again")
+
+
 def probe(task, layers: int, seed: int, device: str, runs_dir: Path, log) -> dict:
     from methods import get_method
     from runs.experiment import run_experiment
     from runs.record import SUMMARY, load_run
     t = depth_task(task, layers)
-    out = runs_dir / f"{t.name}-{t.scale}" / f"scratch-s{seed}"
+    out = record_dir(runs_dir, t, seed)
     if not (out / SUMMARY).exists():
         run_experiment(t, get_method("scratch", task=t), seed=seed, device=device, out=out,
                        resume=out.exists(), progress=False, log=log)
@@ -77,12 +93,14 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=Path, default=RUNS, help="where the scratch runs are recorded")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "depth_probe.json"))
     args = ap.parse_args(argv)
-    with refused_as_one_line():          # an unknown task or scale, a text-free family: before anything trains
+    with refused_as_one_line():          # an unknown task or scale, a vision task, a stale record: before anything trains
         from tasks import get_task
         task = get_task(args.task, args.scale)
         if task.objective == "image":
             raise ValueError(f"{args.task} is a vision task; the probe compares eval loss with unigram "
                              "cross-entropy: give a text task")
+        for n in set(args.layers):
+            check_reusable(task, n, args.seed, args.runs)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     rows = [probe(task, n, args.seed, args.device, args.runs, log) for n in sorted(set(args.layers))]
     print(table(args.task, rows))

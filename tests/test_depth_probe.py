@@ -3,6 +3,8 @@ an ordinary run, and a complete run is reused rather than trained again."""
 import json
 import os
 
+import pytest
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench.depth_probe import depth_task, main  # noqa: E402
@@ -34,3 +36,20 @@ def test_probe_records_each_depth_and_reuses_complete_runs(tmp_path, capsys):
     assert main(args) == 0                        # the second call trains nothing
     assert [m.stat().st_mtime_ns for m in metrics] == stamps
     assert json.loads(out.read_text())["rows"] == rows
+
+
+def test_a_record_made_under_another_recipe_is_refused_not_reused(tmp_path, capsys):
+    runs, out = tmp_path / "runs", tmp_path / "probe.json"
+    args = ["--scale", "tiny", "--layers", "1", "--runs", str(runs), "--out", str(out)]
+    assert main(args) == 0
+    config = next(runs.rglob("config.json"))
+    recorded = json.loads(config.read_text())
+    recorded["task"]["recipe"]["lr"] *= 2          # as if the registry's recipe had changed since
+    config.write_text(json.dumps(recorded))
+    out.unlink()
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ") and "another configuration" in err and "recipe" in err, err
+    assert not out.exists()
