@@ -9,7 +9,7 @@ this probe asks whether any depth at that width would pass.
         [--seed 0] [--device cpu]
 
 Each depth is an ordinary scratch run recorded under --runs (default runs/out/depth_probe/; a complete one is
-reused, an interrupted one resumed). Writes bench/results/depth_probe.json.
+reused, an interrupted one resumed). Writes bench/results/depth_probe.json (depth_probe-s<seed>.json for another seed).
 """
 from __future__ import annotations
 
@@ -91,8 +91,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--runs", type=Path, default=RUNS, help="where the scratch runs are recorded")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "depth_probe.json"))
+    ap.add_argument("--out", help="result file (default: bench/results/depth_probe.json, depth_probe-s<seed>.json "
+                    "for seeds other than 0, so that one seed's result does not overwrite another's)")
     args = ap.parse_args(argv)
+    args.out = args.out or str(Path(__file__).parent / "results" /
+                               ("depth_probe.json" if args.seed == 0 else f"depth_probe-s{args.seed}.json"))
     with refused_as_one_line():          # an unknown task or scale, a vision task, a stale record: before anything trains
         from tasks import get_task
         task = get_task(args.task, args.scale)
