@@ -34,31 +34,29 @@ def depth_task(task, layers: int):
     return task.with_(name=f"{task.name}_L{layers}", small=spec, large=spec, small_recipe=task.recipe)
 
 
-def record_dir(runs_dir: Path, task, seed: int) -> Path:
-    return runs_dir / f"{task.name}-{task.scale}" / f"scratch-s{seed}"
+def depth_run(task, layers: int, seed: int, runs_dir: Path):
+    """(task, method, record directory) of the scratch run at `layers` layers."""
+    from methods import get_method
+    t = depth_task(task, layers)
+    return t, get_method("scratch", task=t), runs_dir / f"{t.name}-{t.scale}" / f"scratch-s{seed}"
 
 
 def check_reusable(task, layers: int, seed: int, runs_dir: Path) -> None:
     """A complete record is reused only if it is the run this probe would make now: one made under another recipe
     (the registry changed since) is refused, not read as today's number."""
     from bench.sweep_records import stale_reason
-    from methods import get_method
     from runs.record import SUMMARY
-    t = depth_task(task, layers)
-    out = record_dir(runs_dir, t, seed)
-    if (out / SUMMARY).exists() and (why := stale_reason(out, t, get_method("scratch", task=t), None)):
+    t, method, out = depth_run(task, layers, seed, runs_dir)
+    if (out / SUMMARY).exists() and (why := stale_reason(out, t, method, None)):
         raise ValueError(f"{out} is complete, but {why}; move it away (or give another --runs) to train it again")
 
 
 def probe(task, layers: int, seed: int, device: str, runs_dir: Path, log) -> dict:
-    from methods import get_method
     from runs.experiment import run_experiment
     from runs.record import SUMMARY, load_run
-    t = depth_task(task, layers)
-    out = record_dir(runs_dir, t, seed)
+    t, method, out = depth_run(task, layers, seed, runs_dir)
     if not (out / SUMMARY).exists():
-        run_experiment(t, get_method("scratch", task=t), seed=seed, device=device, out=out,
-                       resume=out.exists(), progress=False, log=log)
+        run_experiment(t, method, seed=seed, device=device, out=out, resume=out.exists(), progress=False, log=log)
     run = load_run(out)
     evals = [(r["step"], r["eval_loss"]) for r in run.metrics if "eval_loss" in r]
     return {"layers": layers, "spec": t.large.short(), "record": _shown(out),
@@ -106,9 +104,9 @@ def main(argv=None) -> int:
             check_reusable(task, n, args.seed, args.runs)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     rows = [probe(task, n, args.seed, args.device, args.runs, log) for n in sorted(set(args.layers))]
-    print(table(args.task, rows))
-    write_result(args.out, {"task": args.task, "scale": args.scale, "seed": args.seed, "rows": rows,
-                            "table": table(args.task, rows)})
+    text = table(args.task, rows)
+    print(text)
+    write_result(args.out, {"task": args.task, "scale": args.scale, "seed": args.seed, "rows": rows, "table": text})
     return 0
 
 

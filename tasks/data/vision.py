@@ -158,10 +158,9 @@ def check_image_path(source: str, path: str | None) -> None:
     """Refuse, in one line, a local path this image source cannot read (checked before a run starts): the
     embedded digits take none, the others need a directory. Without a path, Fashion-MNIST must be where its
     Debian package puts it (ImageNet's default comes from the hub, checked when it loads)."""
+    if path is None and source == "fashion_mnist":
+        path = FASHION_MNIST_DIR
     if path is None:
-        if source == "fashion_mnist":
-            for prefix in FASHION_MNIST_FILES:
-                _fashion_file(Path(FASHION_MNIST_DIR), prefix)
         return
     if source == "digits":
         raise ValueError(f"data_path {path}: the digits data set is embedded (scikit-learn) and reads no local "
