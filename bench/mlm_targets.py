@@ -8,8 +8,8 @@ eval loss and the unigram cross-entropy between the placeholder's pieces and the
 
     HF_HUB_OFFLINE=1 python bench/mlm_targets.py [--tasks bert_small_base roberta_small_base] [--seed 0]
 
-A small model is taken from the cache (runs/out/cache/small, written by any growth run or sweep). Writes
-bench/results/mlm_targets.json.
+A small model is taken from the cache (runs/out/cache/small, written by any growth run or sweep); a task without
+one is refused before anything is measured or written. Writes bench/results/mlm_targets.json.
 """
 from __future__ import annotations
 
@@ -66,11 +66,8 @@ def split_losses(model, family, data, batches) -> dict:
             "placeholder": part(is_piece), "other": part(~is_piece)}
 
 
-def measure(task_name: str, scale: str, seed: int, log) -> dict | None:
+def measure(task_name: str, scale: str, seed: int, log) -> dict:
     task = get_task(task_name, scale)
-    if not (small_cache_dir(task, seed) / SUMMARY).exists():
-        log(f"{task_name}: no cached small model for seed {seed} (run a growth method of the task first)")
-        return None
     family, data = get_family(task.family), task.pretrain_data()
     small, info = resolve_small(task, seed, None, torch.device("cpu"), log, False)
     batches = data.eval_batches(task.recipe.batch_size, task.recipe.eval_batches)
@@ -99,10 +96,14 @@ def main(argv=None) -> int:
         for name in args.tasks:
             if get_family(get_task(name, args.scale).family).objective != "mlm":
                 raise ValueError(f"{name} is not a masked-LM task; this splits masked-LM targets (bert_*, roberta_*)")
+        # every task or none: a result file written without a task would silently drop its committed row
+        missing = [n for n in args.tasks if not (small_cache_dir(get_task(n, args.scale), args.seed) / SUMMARY).exists()]
+        if missing:
+            raise ValueError(f"no cached small model for seed {args.seed} of {', '.join(missing)}; pretrain it first "
+                             f"(any growth run of the task does, e.g. python run.py --method stackbert --task "
+                             f"{missing[0]} --scale {args.scale} --seed {args.seed})")
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    results = [r for t in args.tasks if (r := measure(t, args.scale, args.seed, log))]
-    if not results:
-        return 1
+    results = [measure(t, args.scale, args.seed, log) for t in args.tasks]
     print(table(results))
     write_result(args.out, {"results": results, "table": table(results)})
     return 0

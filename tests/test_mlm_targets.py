@@ -44,3 +44,15 @@ def test_refuses_a_task_that_is_not_a_masked_lm(capsys, tmp_path):
         main(["--tasks", "gpt2_base_medium", "--scale", "tiny", "--out", str(tmp_path / "r.json")])
     assert e.value.code == 2 and "gpt2_base_medium is not a masked-LM task" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_refuses_every_task_when_one_has_no_cached_small_model_and_leaves_the_result_file(capsys, tmp_path):
+    out = tmp_path / "r.json"
+    out.write_text("committed result")
+    with pytest.raises(SystemExit) as e:    # no growth run has cached a small model at this seed
+        main(["--tasks", "bert_small_base", "roberta_small_base", "--scale", "tiny", "--seed", "987654",
+              "--out", str(out)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert "no cached small model for seed 987654 of bert_small_base, roberta_small_base" in err
+    assert out.read_text() == "committed result"
