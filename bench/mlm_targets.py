@@ -66,12 +66,11 @@ def split_losses(model, family, data, batches) -> dict:
             "placeholder": part(is_piece), "other": part(~is_piece)}
 
 
-def measure(task_name: str, scale: str, seed: int, log) -> dict:
-    task = get_task(task_name, scale)
+def measure(task, seed: int, log) -> dict:
     family, data = get_family(task.family), task.pretrain_data()
     small, info = resolve_small(task, seed, None, torch.device("cpu"), log, False)
     batches = data.eval_batches(task.recipe.batch_size, task.recipe.eval_batches)
-    return {"task": task_name, "scale": scale, "seed": seed, "tokenizer": task.tokenizer,
+    return {"task": task.name, "scale": task.scale, "seed": seed, "tokenizer": task.tokenizer,
             "small_record": info["path"], **split_losses(small, family, data, batches)}
 
 
@@ -93,19 +92,21 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "mlm_targets.json"))
     args = ap.parse_args(argv)
     with refused_as_one_line():          # an unknown task or scale, or a task that is not a masked LM
-        for name in args.tasks:
-            if get_family(get_task(name, args.scale).family).objective != "mlm":
-                raise ValueError(f"{name} is not a masked-LM task; this splits masked-LM targets (bert_*, roberta_*)")
+        tasks = [get_task(name, args.scale) for name in args.tasks]
+        for task in tasks:
+            if get_family(task.family).objective != "mlm":
+                raise ValueError(f"{task.name} is not a masked-LM task; this splits masked-LM targets (bert_*, roberta_*)")
         # every task or none: a result file written without a task would silently drop its committed row
-        missing = [n for n in args.tasks if not (small_cache_dir(get_task(n, args.scale), args.seed) / SUMMARY).exists()]
+        missing = [t.name for t in tasks if not (small_cache_dir(t, args.seed) / SUMMARY).exists()]
         if missing:
             raise ValueError(f"no cached small model for seed {args.seed} of {', '.join(missing)}; pretrain it first "
                              f"(any growth run of the task does, e.g. python run.py --method stackbert --task "
                              f"{missing[0]} --scale {args.scale} --seed {args.seed})")
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    results = [measure(t, args.scale, args.seed, log) for t in args.tasks]
-    print(table(results))
-    write_result(args.out, {"results": results, "table": table(results)})
+    results = [measure(task, args.seed, log) for task in tasks]
+    text = table(results)
+    print(text)
+    write_result(args.out, {"results": results, "table": text})
     return 0
 
 
