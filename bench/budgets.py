@@ -1,0 +1,138 @@
+"""Issue 13's time budgets, measured on this machine: the README main command and one seed of the whole BERT
+comparison, each timed as a whole process started cold, against its target.
+
+- `readme`: `python run.py --method ligo --task bert_small_base` exactly as README.md gives it, in a fresh
+  GROWBENCH_OUT, so the small model is pretrained first, as on a fresh clone. Target: <= 30 min on the 2-core
+  CPU, <= 2 min on one GPU.
+- `comparison`: `python -m bench.sweeps bert --seeds <seed>` (the small model, then scratch, StackBERT,
+  interpolation, MSLT, Net2Net (StackBERT's twin: recorded, not computed), bert2BERT, KI and LiGO) in another
+  fresh GROWBENCH_OUT. Target: <= 10 min on one GPU.
+
+    HF_HUB_OFFLINE=1 python bench/budgets.py [--only readme comparison] [--device auto] [--scale mini]
+        [--seed 0] [--work DIR] [--out bench/results/budgets-<cpu|cuda>.json]
+
+--work keeps the runs (default: a temporary directory, removed afterwards); on a lent GPU give it a folder under
+$OUT and tar the records back. The targets are for the mini scale; at other scales the times are reported
+without one. A measurement whose command fails is an error (its log's tail is printed), never a time.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.cli import refused_as_one_line  # noqa: E402
+from bench.result_file import write_result  # noqa: E402
+
+README_COMMAND = ["run.py", "--method", "ligo", "--task", "bert_small_base"]
+TARGETS_S = {("readme", "cpu"): 30 * 60, ("readme", "cuda"): 2 * 60, ("comparison", "cuda"): 10 * 60}
+MEASURES = ("readme", "comparison")
+
+
+def command(measure: str, scale: str, seed: int, device: str, work: Path) -> list[str]:
+    """The measured command line (arguments after the interpreter). The README command keeps README's defaults
+    (scale mini, seed 0, device auto) unless asked otherwise, so that at defaults it is the command users run."""
+    if measure == "readme":
+        args = list(README_COMMAND)
+        args += [] if scale == "mini" else ["--scale", scale]
+        args += [] if seed == 0 else ["--seed", str(seed)]
+    else:
+        args = ["-m", "bench.sweeps", "bert", "--scale", scale, "--seeds", str(seed), "--out", str(work / "runs")]
+    return args + ([] if device == "auto" else ["--device", device])
+
+
+def resolved_device(device: str) -> tuple[str, str]:
+    """("cpu" | "cuda", the device's name) for the device the commands will train on."""
+    import torch
+    kind = device.split(":")[0]
+    if kind not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"--device {device}: not a device (give auto, cpu, cuda or cuda:N)")
+    if kind == "auto":
+        kind = "cuda" if torch.cuda.is_available() else "cpu"
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("--device cuda: no CUDA device here (give --device cpu or auto)")
+        return kind, torch.cuda.get_device_name(0)
+    import platform
+    return kind, f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+def measure(name: str, args: list[str], work: Path, log) -> float:
+    """Wall seconds of `python <args>` run from the repository root with GROWBENCH_OUT=work (a fresh folder)."""
+    work.mkdir(parents=True, exist_ok=False)         # fresh: a cached small model would not be a cold start
+    env = {**os.environ, "GROWBENCH_OUT": str(work), "HF_HUB_OFFLINE": "1"}
+    log_path = work / f"{name}.log"
+    log(f"{name}: python {' '.join(args)}  (GROWBENCH_OUT={work}; log {log_path})")
+    started = time.perf_counter()
+    with open(log_path, "w") as out:
+        rc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+    seconds = time.perf_counter() - started
+    if rc != 0:
+        tail = "".join(log_path.read_text(errors="replace").splitlines(keepends=True)[-15:])
+        raise RuntimeError(f"{name}: the command exited {rc} after {seconds:.0f} s; its log ends:\n{tail}")
+    log(f"{name}: {seconds:.1f} s")
+    return seconds
+
+
+def row(name: str, args: list[str], seconds: float, kind: str, scale: str) -> dict:
+    target = TARGETS_S.get((name, kind)) if scale == "mini" else None
+    return {"measure": name, "command": "python " + " ".join(args), "seconds": round(seconds, 1),
+            "target_s": target, "within": None if target is None else seconds <= target}
+
+
+def table(rows: list[dict], device_name: str) -> str:
+    lines = [f"budgets on {device_name}", "| measure | command | wall | target | within |", "|---|---|---:|---:|---|"]
+    for r in rows:
+        target = "--" if r["target_s"] is None else f"{r['target_s'] / 60:.0f} min"
+        within = "--" if r["within"] is None else ("yes" if r["within"] else "**no**")
+        lines.append(f"| {r['measure']} | `{r['command']}` | {r['seconds']:.0f} s ({r['seconds'] / 60:.1f} min) | "
+                     f"{target} | {within} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="+", choices=MEASURES, default=list(MEASURES))
+    ap.add_argument("--device", default="auto", help="auto (cuda when available) | cpu | cuda")
+    ap.add_argument("--scale", default="mini")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--work", type=Path, help="keep the runs here (must not exist yet); default: a temporary folder")
+    ap.add_argument("--out", help="result file (default: bench/results/budgets-<cpu|cuda>.json)")
+    args = ap.parse_args(argv)
+    with refused_as_one_line():      # before anything runs: a bad scale or device, a --work that exists
+        from tasks import get_task
+        get_task("bert_small_base", args.scale)
+        kind, device_name = resolved_device(args.device)
+        if args.work is not None and args.work.exists():
+            raise ValueError(f"--work {args.work} exists; give a new folder (the measurements must start cold)")
+    out = Path(args.out or ROOT / "bench" / "results" / f"budgets-{kind}.json")
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    work = args.work or Path(tempfile.mkdtemp(prefix="growbench-budgets-")) / "work"
+    try:
+        rows = []
+        for name in args.only:
+            cmd = command(name, args.scale, args.seed, args.device, work / name)
+            rows.append(row(name, cmd, measure(name, cmd, work / name, log), kind, args.scale))
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if args.work is None:
+            import shutil
+            shutil.rmtree(work.parent, ignore_errors=True)
+    print(table(rows, device_name))
+    write_result(out, {"device": kind, "device_name": device_name, "scale": args.scale, "seed": args.seed,
+                       "rows": rows, "table": table(rows, device_name)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""bench/budgets.py: the README command it times is README's own, each measurement starts cold (its own small model
+pretrained inside its folder), and a failed command or bad input gives an error and writes no result."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import bench.budgets as budgets  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_timed_readme_command_is_the_one_readme_gives():
+    """At README's defaults the measured command is, word for word, the main command README.md shows."""
+    args = budgets.command("readme", "mini", 0, "auto", Path("unused"))
+    assert args == budgets.README_COMMAND
+    assert "python " + " ".join(args) in (ROOT / "README.md").read_text()
+    # another scale, seed or device is said on the command line, so the record says what was timed
+    assert budgets.command("readme", "tiny", 1, "cpu", Path("w"))[-6:] == ["--scale", "tiny", "--seed", "1",
+                                                                           "--device", "cpu"]
+
+
+def test_targets_apply_at_mini_only_and_say_when_missed():
+    assert budgets.row("readme", ["run.py"], 1799.0, "cpu", "mini")["within"] is True
+    assert budgets.row("readme", ["run.py"], 121.0, "cuda", "mini")["within"] is False
+    assert budgets.row("comparison", ["x"], 599.0, "cuda", "mini")["within"] is True
+    assert budgets.row("comparison", ["x"], 10.0, "cpu", "mini")["target_s"] is None     # no CPU target set
+    assert budgets.row("readme", ["run.py"], 10.0, "cpu", "tiny")["target_s"] is None
+
+
+def test_readme_measurement_starts_cold_and_writes_its_time(tmp_path):
+    work, out = tmp_path / "work", tmp_path / "budgets.json"
+    assert budgets.main(["--only", "readme", "--scale", "tiny", "--device", "cpu", "--work", str(work),
+                         "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    (r,) = result["rows"]
+    assert r["measure"] == "readme" and r["seconds"] > 0 and r["target_s"] is None
+    assert result["device"] == "cpu"
+    # the run and the small model it pretrained are inside the measurement's own folder: nothing was cached
+    assert (work / "readme" / "bert_small_base-tiny" / "ligo-s0" / "summary.json").exists()
+    assert list((work / "readme" / "cache" / "small").glob("bert_small_base-tiny-s0-*/summary.json"))
+
+
+def test_a_failing_command_is_an_error_not_a_time(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(budgets, "README_COMMAND", ["-c", "print('boom'); raise SystemExit(3)"])
+    out = tmp_path / "budgets.json"
+    assert budgets.main(["--only", "readme", "--scale", "tiny", "--device", "cpu", "--work", str(tmp_path / "w"),
+                         "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "exited 3" in err and "boom" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args,needle", [(["--scale", "huge"], "huge"), (["--device", "tpu"], "--device tpu")])
+def test_bad_input_is_one_line_and_writes_nothing(args, needle, tmp_path, capsys):
+    out = tmp_path / "budgets.json"
+    with pytest.raises(SystemExit) as e:
+        budgets.main([*args, "--work", str(tmp_path / "w"), "--out", str(out)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+    assert not out.exists() and not (tmp_path / "w").exists()
+
+
+def test_an_existing_work_folder_is_refused(tmp_path, capsys):
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "keep.txt").write_text("mine")
+    with pytest.raises(SystemExit) as e:
+        budgets.main(["--scale", "tiny", "--device", "cpu", "--work", str(work), "--out", str(tmp_path / "b.json")])
+    assert e.value.code == 2 and "exists" in capsys.readouterr().err
+    assert (work / "keep.txt").read_text() == "mine" and not (tmp_path / "b.json").exists()
