@@ -50,19 +50,13 @@ def command(measure: str, scale: str, seed: int, device: str, work: Path) -> lis
 
 
 def resolved_device(device: str) -> tuple[str, str]:
-    """("cpu" | "cuda", the device's name) for the device the commands will train on."""
+    """("cpu" | "cuda", the device's name) for the device the commands will train on: run.py's --device rule and
+    the device name a run records."""
     import torch
-    kind = device.split(":")[0]
-    if kind not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"--device {device}: not a device (give auto, cpu, cuda or cuda:N)")
-    if kind == "auto":
-        kind = "cuda" if torch.cuda.is_available() else "cpu"
-    if kind == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError("--device cuda: no CUDA device here (give --device cpu or auto)")
-        return kind, torch.cuda.get_device_name(0)
-    import platform
-    return kind, f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    from run import resolve_device
+    from runs.experiment import environment
+    resolved = torch.device(resolve_device(device))
+    return resolved.type, environment(resolved)["device_name"]
 
 
 def measure(name: str, args: list[str], work: Path, log) -> float:

@@ -54,7 +54,7 @@ def test_a_failing_command_is_an_error_not_a_time(tmp_path, monkeypatch, capsys)
     assert not out.exists()
 
 
-@pytest.mark.parametrize("args,needle", [(["--scale", "huge"], "huge"), (["--device", "tpu"], "--device tpu")])
+@pytest.mark.parametrize("args,needle", [(["--scale", "huge"], "huge"), (["--device", "tpu"], "unknown device 'tpu'")])
 def test_bad_input_is_one_line_and_writes_nothing(args, needle, tmp_path, capsys):
     out = tmp_path / "budgets.json"
     with pytest.raises(SystemExit) as e:
