@@ -60,8 +60,8 @@ def copy_small_record(run: Path, label: str, seed: int) -> None:
 
 
 # What a run that never uses a small model (scratch) does not read of its task: two tasks that differ only here
-# train one large model on one data stream with one recipe (bert_depth_only's scratch is bert_small_base's;
-# bert_small_large's is bert_base_large's).
+# train one large model on one data stream with one recipe (bert_small_large's scratch is bert_base_large's;
+# bert_depth_only's is bert_small_base's except at mini, where the depth-only pair has its own warm-up).
 NOT_READ_WITHOUT_SMALL = ("name", "small", "small_recipe", "notes", "evals")
 
 

@@ -16,8 +16,8 @@ A run that would be the same computation as one already complete beside it (runs
 Net2Net on a pair that grows in width and depth; stacking, interpolation and MSLT are their width operator on a
 width-only pair) is not computed again: its directory gets the twin's record, with its own method in config.json
 and `same_computation_as` naming the twin, and analysis prints the two as one row. A scratch run is looked for in
-the other task directories too: the depth-only pair trains bert_small_base's large model, and bert_small_large and
-bert_base_large share theirs.
+the other task directories too: bert_small_large and bert_base_large share theirs, and at paper and tiny scale the
+depth-only pair trains bert_small_base's large model (at mini it has its own warm-up: tasks/registry.py).
 """
 from __future__ import annotations
 

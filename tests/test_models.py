@@ -126,3 +126,21 @@ def test_mini_scale_keeps_paper_shape_ratios(name):
     assert depth(mini) == depth(paper)
     width = lambda t: t.large.hidden / t.small.hidden
     assert width(mini) == pytest.approx(width(paper), rel=0.1)
+
+
+def test_a_pairs_own_recipe_changes_reach_its_small_model_and_keep_shared_scratch_runs_shared():
+    """PAIR_RECIPE_CHANGES give a pair its own warm-up at mini. The small model pretrains with the same change (the
+    paper trains both models with one recipe), the family's other pairs keep theirs, and the two pairs that grow
+    into the 8-layer BERT still train one scratch model (Figure 2(c) draws one scratch curve for both)."""
+    from bench.sweep_records import NOT_READ_WITHOUT_SMALL
+    from tasks.registry import PAIR_RECIPE_CHANGES
+    assert PAIR_RECIPE_CHANGES, "no pair has its own recipe: this test checks nothing"
+    for (name, scale), changes in PAIR_RECIPE_CHANGES.items():
+        task = get_task(name, scale)
+        for key, value in changes:
+            assert getattr(task.recipe, key) == value and getattr(task.small_recipe, key) == value, (name, key)
+    plain = get_task("bert_small_base", "mini")
+    assert plain.recipe.warmup != get_task("bert_depth_only", "mini").recipe.warmup
+    seen_by_scratch = lambda name: {k: v for k, v in get_task(name, "mini").to_dict().items()  # noqa: E731
+                                    if k not in NOT_READ_WITHOUT_SMALL}
+    assert seen_by_scratch("bert_small_large") == seen_by_scratch("bert_base_large")
