@@ -71,10 +71,10 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
-def table(task_name: str, rows: list[dict]) -> str:
+def table(task_name: str, recipe, rows: list[dict]) -> str:
     unigram = rows[0]["unigram_ce"]
     lines = [f"{task_name}: large model from scratch by depth (unigram cross-entropy of the eval tokens "
-             f"{unigram:.3f})", "| depth | model | final eval loss | below unigram | wall (s) |", "|---:|---|---:|---:|---:|"]
+             f"{unigram:.3f}; lr {recipe.lr:g}, {recipe.warmup} warm-up steps of {recipe.steps})", "| depth | model | final eval loss | below unigram | wall (s) |", "|---:|---|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['layers']} | {r['spec']} | {r['final_eval_loss']:.3f} | "
                      f"{unigram - r['final_eval_loss']:.3f} | {r['wall_s']:.0f} |")
@@ -104,9 +104,11 @@ def main(argv=None) -> int:
             check_reusable(task, n, args.seed, args.runs)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     rows = [probe(task, n, args.seed, args.device, args.runs, log) for n in sorted(set(args.layers))]
-    text = table(args.task, rows)
+    text = table(args.task, task.recipe, rows)
     print(text)
-    write_result(args.out, {"task": args.task, "scale": args.scale, "seed": args.seed, "rows": rows, "table": text})
+    # the recipe goes with the numbers: a pair's recipe can change (the depth-only pair's warm-up did, 2026-11-26)
+    write_result(args.out, {"task": args.task, "scale": args.scale, "seed": args.seed,
+                            "recipe": dataclasses.asdict(task.recipe), "rows": rows, "table": text})
     return 0
 
 
