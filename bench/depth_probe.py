@@ -74,7 +74,8 @@ def _shown(path: Path) -> str:
 def table(task_name: str, recipe, rows: list[dict]) -> str:
     unigram = rows[0]["unigram_ce"]
     lines = [f"{task_name}: large model from scratch by depth (unigram cross-entropy of the eval tokens "
-             f"{unigram:.3f}; lr {recipe.lr:g}, {recipe.warmup} warm-up steps of {recipe.steps})", "| depth | model | final eval loss | below unigram | wall (s) |", "|---:|---|---:|---:|---:|"]
+             f"{unigram:.3f}; lr {recipe.lr:g}, {recipe.warmup} warm-up steps of {recipe.steps})",
+             "| depth | model | final eval loss | below unigram | wall (s) |", "|---:|---|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['layers']} | {r['spec']} | {r['final_eval_loss']:.3f} | "
                      f"{unigram - r['final_eval_loss']:.3f} | {r['wall_s']:.0f} |")

@@ -194,11 +194,11 @@ PAIR_METHOD_DEFAULTS: dict[tuple[str, str], tuple[tuple[str, object], ...]] = {
 # A pair's own recipe fields at one scale, over its family's, for pretraining and growth alike. At mini, BERT's
 # 100-step warm-up (at lr 1e-3) holds the deeper post-LN models on the unigram plateau: the 8-layer BERT-Large
 # from scratch evaluates 6.202, 5.931, 5.818, 5.678 at steps 200-800 at 100 and 6.179, 5.682, 4.820, 4.365 at
-# 400, so BERT-Base -> Large failed the regime (its 4-layer small model ends at 4.111, below the large one's
-# 4.531); and at 100 depth did not pay (2L/192 4.094, 4L/192 4.111), at 400 it does (4.020, 3.923). So the pairs
-# that grow into the 8-layer model (they share its scratch run) and the depth-only pair take 400. The other BERT
-# pairs keep 100: they pass the regime there, and their small model (2L/128) learns slower at 400 (5.232 against
-# 5.163 at seed 0). REPRODUCE.md, Figures 2(c) and 6(a).
+# 400 (it ends at 3.721 there, 4.531 at 100), so at 100 BERT-Base -> Large failed the regime (its 4-layer small
+# model ended at 4.111, below the large one); and at 100 depth did not pay (2L/192 4.094, 4L/192 4.111), at 400
+# it does (4.020, 3.923). So the pairs that grow into the 8-layer model (they share its scratch run) and the
+# depth-only pair take 400. The other BERT pairs keep 100: they pass the regime there, and their small model
+# (2L/128) learns slower at 400 (5.232 against 5.163 at seed 0). REPRODUCE.md, Figures 2(c) and 6(a).
 PAIR_RECIPE_CHANGES: dict[tuple[str, str], tuple[tuple[str, object], ...]] = {
     ("bert_small_large", "mini"): (("warmup", 400),),
     ("bert_base_large", "mini"): (("warmup", 400),),
@@ -212,7 +212,8 @@ def get_task(name: str, scale: str = "mini") -> Task:
     if scale not in SCALES:
         raise ValueError(f"unknown scale '{scale}'; known: {', '.join(SCALES)}")
     small, large = sizes[scale]
-    task = make_task(family, small, large, scale=scale, name=name, **dict(PAIR_RECIPE_CHANGES.get((name, scale), ())))
+    own_recipe = dict(PAIR_RECIPE_CHANGES.get((name, scale), ()))
+    task = make_task(family, small, large, scale=scale, name=name, **own_recipe)
     if name == "gpt2_medium_xl" and scale == "paper":
         task = task.with_(recipe=task.recipe.with_(steps=15_000))
     if (name, scale) in PAIR_METHOD_DEFAULTS:
