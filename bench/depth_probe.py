@@ -2,8 +2,9 @@
 data and recipe kept), final eval loss against the unigram cross-entropy of the eval tokens.
 
 A depth-only pair (Figure 6(a)) ranks growth methods only if its large model clearly beats its small one on as
-many tokens; at mini the BERT depth-only pair's small model (2L/192) ended below its 4-layer scratch model, and
-this probe asks whether any depth at that width would pass.
+many tokens; at mini, with 100 warm-up steps, the BERT depth-only pair's small model (2L/192) ended below its
+4-layer scratch model, and this probe asked whether any depth at that width would pass (none did; the pair has
+trained with 400 warm-up steps since, where it passes: bench/README.md section 7).
 
     HF_HUB_OFFLINE=1 python bench/depth_probe.py [--task bert_depth_only] [--layers 1 2 4] [--scale mini]
         [--seed 0] [--device cpu]
