@@ -49,16 +49,20 @@ def coerce(key: str, raw: str, current):
 
 
 def apply_settings(task, method_cls, settings: list[str]):
-    """Split --set key=value pairs into recipe changes, task changes, model-spec changes (`small.layers=3`,
-    `large.hidden=256`: a custom pair) and method config overrides."""
+    """Split --set key=value pairs into recipe changes (`lr=1e-4`: the large model's training), small-model
+    recipe changes (`small_recipe.warmup=400`: its pretraining, when no --small is given), task changes,
+    model-spec changes (`small.layers=3`, `large.hidden=256`: a custom pair) and method config overrides.
+    A plain recipe key leaves the small model's pretraining alone, so that one small model serves every
+    recipe variant of the growth run; `small_recipe.` is the way to change it."""
     from methods.base import config_fields
     from models.family import unknown
     recipe_keys = {f.name for f in dataclasses.fields(task.recipe)}
     spec_keys = {f"{which}.{f.name}" for which in ("small", "large") for f in dataclasses.fields(task.small)
                  if f.name != "family"}
+    small_recipe_keys = {f"small_recipe.{name}" for name in recipe_keys}
     task_keys = {"data_path", "tokenizer"}
     fields = config_fields(method_cls)
-    recipe, specs, task_changes, method = {}, {"small": {}, "large": {}}, {}, {}
+    recipe, small_recipe, specs, task_changes, method = {}, {}, {"small": {}, "large": {}}, {}, {}
     for item in settings:
         if "=" not in item or not item.split("=", 1)[0]:
             raise ValueError(f"malformed --set '{item}'; expected key=value, e.g. --set lr=1e-4")
@@ -68,6 +72,9 @@ def apply_settings(task, method_cls, settings: list[str]):
             method[key] = coerce(key, raw, default)
         elif key in recipe_keys:
             recipe[key] = coerce(key, raw, getattr(task.recipe, key))
+        elif key in small_recipe_keys:
+            name = key.split(".", 1)[1]
+            small_recipe[name] = coerce(key, raw, getattr(task.small_recipe, name))
         elif key in spec_keys:
             which, name = key.split(".")
             specs[which][name] = coerce(key, raw, getattr(getattr(task, which), name))
@@ -75,14 +82,16 @@ def apply_settings(task, method_cls, settings: list[str]):
             task_changes[key] = raw
         else:
             from runs.strategies import FIELDS as strategy_keys
-            raise KeyError(unknown("key", key, recipe_keys | task_keys | spec_keys | set(fields) | set(strategy_keys)))
+            raise KeyError(unknown("key", key, recipe_keys | small_recipe_keys | task_keys | spec_keys | set(fields)
+                                   | set(strategy_keys)))
     for which, changes in specs.items():
         if changes:
             spec = getattr(task, which)
             if "hidden" in changes and "ffn" not in changes:
                 changes["ffn"] = 4 * changes["hidden"]       # keep the 4x convention unless ffn is given
             task_changes[which] = spec.with_(**changes)
-    return task.with_(recipe=task.recipe.with_(**recipe), **task_changes), method
+    return task.with_(recipe=task.recipe.with_(**recipe), small_recipe=task.small_recipe.with_(**small_recipe),
+                      **task_changes), method
 
 
 def split_eval_settings(settings: list[str], evaluate_only: bool) -> tuple[list[str], list[str]]:
@@ -149,7 +158,9 @@ def main(argv=None) -> int:
     p.add_argument("--small", help="pretrained small model directory (HF save_pretrained / timm export)")
     p.add_argument("--device", default="auto", help="auto (cuda when available, else cpu) | cpu | cuda | cuda:N")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a recipe field or a method option, e.g. --set lr=1e-4 --set fit_steps=50")
+                   help="override a recipe field of the large model's training, a method option, or (prefixed small_recipe.) "
+                        "of the small model's pretraining, e.g. --set lr=1e-4 --set fit_steps=50 "
+                        "--set small_recipe.warmup=400")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -207,6 +218,9 @@ def train_main(args) -> int:
         train_settings, eval_settings = split_eval_settings(args.settings, evaluate_only=False)
         train_settings, strategies = split_strategies(train_settings)
         task, method_options = apply_settings(task, METHODS[args.method], train_settings)
+        if args.small and any(item.startswith("small_recipe.") for item in train_settings):
+            raise ValueError("--set small_recipe.* changes the small model's pretraining, which --small skips "
+                             "(its weights are given); drop one")
         if args.steps is not None:
             if any(item.partition("=")[0] == "steps" for item in args.settings):
                 raise ValueError("--steps and --set steps=... both set the run's steps; give one")

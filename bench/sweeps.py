@@ -185,7 +185,8 @@ def check_common_key(key: str, method: str, shared: set) -> None:
         raise ValueError(f"--set {key}: an option of {', '.join(owners)}, not of method '{method}'; "
                          f"select the methods that have it with --methods")
     raise ValueError(unknown("--set key", key, shared | set(config_fields(METHODS[method])))
-                     + f" (recipe fields, training strategies, data_path, tokenizer, and the options of '{method}')")
+                     + f" (recipe fields, small_recipe.<recipe field>, training strategies, data_path, tokenizer, "
+                       f"and the options of '{method}')")
 
 
 def build(entry: Entry, scale: str, common: tuple = ()):
@@ -204,14 +205,18 @@ def build(entry: Entry, scale: str, common: tuple = ()):
         raise LookupError(f"method '{entry.method}' is not registered yet")
     task = get_task(entry.task, scale=scale)
     recipe_keys = {f.name for f in dataclasses.fields(task.recipe)}
-    options, recipe, strategies = {}, {}, {}
+    small_recipe_keys = {f"small_recipe.{name}" for name in recipe_keys}
+    options, recipe, small_recipe, strategies = {}, {}, {}, {}
     for i, (key, value) in enumerate(tuple(common) + tuple(entry.settings)):
         if i < len(common):
-            check_common_key(key, entry.method, recipe_keys | set(STRATEGY_FIELDS) | {"data_path", "tokenizer"})
+            check_common_key(key, entry.method,
+                             recipe_keys | small_recipe_keys | set(STRATEGY_FIELDS) | {"data_path", "tokenizer"})
         if key in config_fields(METHODS[entry.method]):
             options[key] = value
         elif key in recipe_keys:
             recipe[key] = value
+        elif key in small_recipe_keys:
+            small_recipe[key.split(".", 1)[1]] = value
         elif key in STRATEGY_FIELDS:
             strategies[key] = value
         elif key in ("data_path", "tokenizer"):
@@ -219,7 +224,7 @@ def build(entry: Entry, scale: str, common: tuple = ()):
         else:
             raise LookupError(f"neither method '{entry.method}', the recipe nor the training strategies have "
                               f"an option '{key}' yet")
-    task = task.with_(recipe=task.recipe.with_(**recipe))
+    task = task.with_(recipe=task.recipe.with_(**recipe), small_recipe=task.small_recipe.with_(**small_recipe))
     if entry.small_steps_frac is not None:
         steps = max(1, round(task.small_recipe.steps * entry.small_steps_frac))
         task = task.with_(small_recipe=task.small_recipe.with_(steps=steps))

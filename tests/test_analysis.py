@@ -546,6 +546,19 @@ def test_lemon_decay_trains_the_large_model_for_lemons_uncut_share_and_shares_th
     assert "lemon-decay" not in {e.name for e in SWEEPS["all"].entries("tiny")}
 
 
+def test_sweep_set_reaches_the_recipe_it_names():
+    """--set lr=... is the growth run's recipe, --set small_recipe.lr=... the small model's pretraining, as in
+    run.py; a small_recipe key that is no recipe field is refused in one line naming the accepted kinds."""
+    from bench.sweeps import Entry, build
+    from tasks.registry import get_task
+    full = get_task("bert_small_base", "tiny")
+    task, _, _ = build(Entry("bert_small_base", "ligo"), "tiny", (("lr", 3e-4), ("small_recipe.warmup", 1)))
+    assert task.recipe == full.recipe.with_(lr=3e-4)
+    assert task.small_recipe == full.small_recipe.with_(warmup=1) != full.small_recipe
+    with pytest.raises(ValueError, match=r"did you mean 'small_recipe.warmup'.*small_recipe.<recipe field>"):
+        build(Entry("bert_small_base", "ligo"), "tiny", (("small_recipe.warmpu", 1),))
+
+
 def test_sweep_checks_every_entry_before_it_runs_any(tmp_path, monkeypatch, capsys):
     """A bad option of the sweep's second entry is refused before the first trains, and a negative seed before
     anything: one line, exit 2, nothing written."""

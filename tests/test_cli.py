@@ -40,6 +40,20 @@ def test_growth_method_pretrains_and_caches_the_small_model(tmp_path, capsys):
     assert small["source"] == "cache" and small["pretrain_flops"] > 0
 
 
+def test_small_recipe_settings_change_the_small_models_pretraining_only(tmp_path, capsys):
+    """A plain recipe key changes the growth run; `small_recipe.KEY` the small model's pretraining, which is
+    then pretrained anew (the cache key holds the small recipe) and recorded in the run's config."""
+    args = ("--method", "stackbert", "--task", "bert_depth_only", "--scale", "tiny", "--quiet")
+    assert call(*args, "--out", str(tmp_path / "a")) == 0
+    capsys.readouterr()
+    assert call(*args, "--set", "small_recipe.warmup=1", "--set", "lr=3e-4", "--out", str(tmp_path / "b")) == 0
+    assert "pretraining the small model first" in capsys.readouterr().err
+    default, changed = (load_run(tmp_path / d).config["task"] for d in "ab")
+    assert changed["small_recipe"]["warmup"] == 1 != default["small_recipe"]["warmup"]
+    assert changed["recipe"]["warmup"] == default["recipe"]["warmup"]
+    assert changed["recipe"]["lr"] == 3e-4 and changed["small_recipe"]["lr"] == default["small_recipe"]["lr"]
+
+
 def test_list_names_methods_and_tasks(capsys):
     assert call("--list") == 0
     text = capsys.readouterr().out
@@ -81,6 +95,11 @@ def test_list_reads_the_registries_without_importing_torch():
     (("--method", "scratch", "--task", "bert_small_base", "--set", "lr"), "malformed --set 'lr'"),
     (("--method", "scratch", "--task", "bert_small_base", "--set", "steps=abc"), "expected int"),
     (("--method", "scratch", "--task", "bert_small_base", "--steps", "-1"), "--steps must be >= 0"),
+    (("--method", "ligo", "--task", "bert_small_base", "--set", "small_recipe.lrr=1"),
+     "did you mean 'small_recipe.lr'"),
+    (("--method", "ligo", "--task", "bert_small_base", "--set", "small_recipe.warmup=abc"), "expected int"),
+    (("--method", "ligo", "--task", "bert_small_base", "--small", "/nonexistent", "--set",
+      "small_recipe.warmup=3"), "which --small skips"),
     # pairs a method cannot grow: refused by its check_pair before the small model is pretrained or a file written
     (("--method", "g_stack", "--task", "llama_small_base", "--set", "growth_factor=4"),
      "g_stack growth_factor=4, but this pair grows depth 1 -> 2 (g = 2)"),
