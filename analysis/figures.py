@@ -95,9 +95,36 @@ def _labels(curves: pd.DataFrame, wanted: tuple[str, ...] | None) -> list[str]:
     return [lab for lab in wanted if lab in have]
 
 
+def _computation_key(g: pd.DataFrame) -> tuple:
+    """The computations a label's runs are, seed by seed (their fingerprint, else their curve digest): two tasks'
+    labels with one key are one curve (a sweep's twin record of another task's run)."""
+    def identity(run) -> str | None:
+        fingerprint = run.get("computation")
+        return fingerprint if isinstance(fingerprint, str) and fingerprint else run.get("curve")
+    return tuple((int(r["seed"]), identity(r)) for _, r in g.drop_duplicates("seed").sort_values("seed").iterrows())
+
+
+def _shared_across_tasks(curves: pd.DataFrame, panel: Panel, scale: str) -> dict[tuple, list[str]]:
+    """(label, computation key) -> the panel's tasks that ran it: a multi-task panel draws it once, naming them."""
+    tasks: dict[tuple, list[str]] = {}
+    for task in panel.tasks:
+        cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
+        for label, g in cur.groupby("label"):
+            tasks.setdefault((label, _computation_key(g)), []).append(task)
+    return tasks
+
+
 def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
-    """Draw one panel; False if there was nothing to draw (the axis then says so)."""
+    """Draw one panel; False if there was nothing to draw (the axis then says so). In a panel of several tasks
+    a run one task recorded as another's twin is one line, named after both, and a reference line (scratch
+    final, unigram) both tasks share is drawn once."""
     drawn, multi = False, len(panel.tasks) > 1
+    shared = _shared_across_tasks(curves, panel, scale) if multi else {}
+    seen: set = set()                 # (label, computation key) and reference lines already drawn
+    unigrams = {}
+    for task in panel.tasks:
+        value = _unigram(curves[(curves["task"] == task) & (curves["scale"] == scale)], "eval_loss")
+        unigrams[task] = None if value is None else round(value, 9)
     for i, task in enumerate(panel.tasks):
         cur = curves[(curves["task"] == task) & (curves["scale"] == scale)]
         if cur.empty:
@@ -110,8 +137,12 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
             if group[0] != label:       # one computation, one line: drawn under its first label
                 continue
             g = cur[(cur["role"] == "large") & (cur["label"] == label)]
+            key = (label, _computation_key(g))
+            if key in seen:             # another task of the panel already drew this very computation
+                continue
+            seen.add(key)
             m = mean_curve(g, metric)
-            name = " = ".join(map(display, group)) + (f" ({task})" if multi else "")
+            name = " = ".join(map(display, group)) + (f" ({', '.join(shared.get(key, [task]))})" if multi else "")
             style = line_style(label, labels) if i == 0 else "--"
             ax.plot(m[panel.x], m[metric] * scale_y, linestyle=style, color=color(label), label=name, lw=1.6,
                     marker="o", ms=2.5)
@@ -122,17 +153,24 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
             # scratch alone is only the reference: a panel counts as drawn when some method is on it
             drawn |= label != "scratch"
         target, _ = scratch_target(cur, metric)
-        if target == target and (i == 0 or multi):
+        scratch = cur[(cur["role"] == "large") & (cur["label"] == "scratch")]
+        scratch_key = ("scratch final", _computation_key(scratch))
+        if target == target and scratch_key not in seen:
+            seen.add(scratch_key)
+            owners = shared.get(("scratch", scratch_key[1]), [task])
             ax.axhline(target * scale_y, color="black", lw=1.0, ls="-" if i == 0 else "-.",
-                       label=f"scratch final ({task})" if multi else "scratch final (seed mean)")
+                       label=f"scratch final ({', '.join(owners)})" if multi else "scratch final (seed mean)")
         small = cur[(cur["role"] == "small") & (cur["label"] == "small")].dropna(subset=[metric])
         if not small.empty:
             finals = small.sort_values("step").groupby("seed")[metric].last()
-            ax.axhline(finals.mean() * scale_y, color="gray", lw=1.0, ls=":", label="small model final")
-        unigram = _unigram(cur, metric)
-        if unigram is not None:
+            ax.axhline(finals.mean() * scale_y, color="gray", lw=1.0, ls=":" if i == 0 else (0, (1, 3)),
+                       label="small model final" + (f" ({task})" if multi else ""))
+        unigram = unigrams[task]
+        if unigram is not None and ("unigram", unigram) not in seen:
+            seen.add(("unigram", unigram))       # one eval set and tokenizer: the tasks' unigram lines coincide
+            owners = [t for t in panel.tasks if unigrams[t] == unigram]
             ax.axhline(unigram, color="tab:cyan", lw=1.0, ls="--",
-                       label=UNIGRAM_LABEL + (f" ({task})" if multi else ""))
+                       label=UNIGRAM_LABEL + (f" ({', '.join(owners)})" if multi else ""))
     ax.set_xlabel(XLABEL[panel.x])
     ax.set_title(panel.title or ", ".join(panel.tasks), fontsize=9)
     ax.grid(alpha=0.3)

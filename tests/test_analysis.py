@@ -245,6 +245,32 @@ def test_unigram_line_on_text_curves(tmp_path):
     assert not [ln for ln in vision.get_lines() if ln.get_label() == UNIGRAM_LABEL]
 
 
+def test_a_twin_run_of_two_tasks_is_one_line_in_their_panel_and_each_small_model_is_named(tmp_path):
+    """Figure 2(c) draws two pairs that share one scratch run (a sweep's twin record in the second task):
+    one scratch curve and one scratch-final line named after both tasks, one unigram line, and one small-model
+    line per task (their small models differ), each named."""
+    from analysis.figures import UNIGRAM_LABEL, Panel, panels_figure
+    tasks = ("bert_small_large", "bert_base_large")
+    for task, small_final in zip(tasks, (6.0, 5.0)):
+        for method, pts in (("scratch", SCRATCH), ("ligo", [(0, 0, 9.0), (1, 100, small_final - 1.5)])):
+            d = write_run(tmp_path, method, pts, task=task)
+            cfg = json.loads((d / "config.json").read_text())
+            (d / "config.json").write_text(json.dumps({**cfg, "reference": {"unigram_ce": 7.5, "eval_items": 64}}))
+            mark_same(d, "scratch-fp" if method == "scratch" else f"{task}-ligo")
+        write_run(tmp_path, "scratch", [(0, 0, 10.0), (1, 50, small_final)], task=f"{task}:small", label="small")
+    _, curves, _, _, _ = analyse(tmp_path)
+    fig, drawn = panels_figure(curves, [Panel(tasks, "flops", ("scratch", "ligo"))], "mini")
+    ax = fig.axes[0]
+    labels = [ln.get_label() for ln in ax.get_lines()]
+    both = ", ".join(tasks)
+    assert drawn and labels.count(f"Scratch ({both})") == 1 and labels.count(f"scratch final ({both})") == 1
+    assert not [lab for lab in labels if lab in {f"Scratch ({t})" for t in tasks}]
+    assert labels.count(f"{UNIGRAM_LABEL} ({both})") == 1
+    assert {f"LiGO ({t})" for t in tasks} <= set(labels)
+    smalls = {ln.get_label(): ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_label().startswith("small")}
+    assert smalls == {f"small model final ({t})": v for t, v in zip(tasks, (6.0, 5.0))}
+
+
 def test_a_panel_with_scratch_alone_says_growth_runs_are_missing_not_that_nothing_ran(tmp_path):
     from analysis.figures import Panel, panels_figure
     write_run(tmp_path, "scratch", SCRATCH)
