@@ -204,6 +204,11 @@ PAIR_RECIPE_CHANGES: dict[tuple[str, str], tuple[tuple[str, object], ...]] = {
     ("bert_base_large", "mini"): (("warmup", 400),),
     ("bert_depth_only", "mini"): (("warmup", 400),)}
 
+# A pair's own recipe fields for the large model's training only (its small model is pretrained as the family's):
+# the paper grows GPT2-Medium -> GPT2-1.5B for 15K steps (App. C.5) from a fully pretrained GPT2-Medium.
+PAIR_LARGE_RECIPE_CHANGES: dict[tuple[str, str], tuple[tuple[str, object], ...]] = {
+    ("gpt2_medium_xl", "paper"): (("steps", 15_000),)}
+
 
 def get_task(name: str, scale: str = "mini") -> Task:
     if name not in PAIRS:
@@ -214,8 +219,7 @@ def get_task(name: str, scale: str = "mini") -> Task:
     small, large = sizes[scale]
     own_recipe = dict(PAIR_RECIPE_CHANGES.get((name, scale), ()))
     task = make_task(family, small, large, scale=scale, name=name, **own_recipe)
-    if name == "gpt2_medium_xl" and scale == "paper":
-        task = task.with_(recipe=task.recipe.with_(steps=15_000))
+    task = task.with_(recipe=task.recipe.with_(**dict(PAIR_LARGE_RECIPE_CHANGES.get((name, scale), ()))))
     if (name, scale) in PAIR_METHOD_DEFAULTS:
         own = dict(PAIR_METHOD_DEFAULTS[name, scale])
         task = task.with_(method_defaults=tuple({**dict(task.method_defaults), **own}.items()))

@@ -128,6 +128,17 @@ def test_mini_scale_keeps_paper_shape_ratios(name):
     assert width(mini) == pytest.approx(width(paper), rel=0.1)
 
 
+def test_a_pairs_large_only_recipe_changes_leave_its_small_models_pretraining_as_the_familys():
+    """GPT2-Medium -> GPT2-1.5B trains its large model 15K steps (paper App. C.5), from a fully pretrained
+    GPT2-Medium: the small model's recipe is the one its family's other pairs pretrain with."""
+    from tasks.registry import PAIR_LARGE_RECIPE_CHANGES
+    for (name, scale), changes in PAIR_LARGE_RECIPE_CHANGES.items():
+        task, family_default = get_task(name, scale), get_task("gpt2_base_medium", scale)
+        assert task.recipe == family_default.recipe.with_(**dict(changes)) != family_default.recipe, name
+        assert task.small_recipe == family_default.small_recipe, name
+    assert get_task("gpt2_medium_xl", "paper").recipe.steps == 15_000
+
+
 def test_a_pairs_own_recipe_changes_reach_its_small_model_and_keep_shared_scratch_runs_shared():
     """PAIR_RECIPE_CHANGES give a pair its own warm-up at mini. The small model pretrains with the same change (the
     paper trains both models with one recipe), the family's other pairs keep theirs, and the two pairs that grow
