@@ -361,7 +361,8 @@ def main(argv=None) -> int:
     p.add_argument("--prune", action="store_true", help="delete checkpoints and weights of complete runs "
                    "(keep the records only, for committing)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                   help="a recipe field or method option for every run, e.g. --set data_path=/data/wiki")
+                   help="a recipe field (small_recipe.FIELD: the small model's pretraining) or method option for every "
+                        "run, e.g. --set data_path=/data/wiki")
     p.add_argument("--eval", nargs="+", metavar="SUITE", help="evaluate each finished run (and its small model) "
                    "downstream with these tasks/evals suites before pruning, e.g. --eval mini, --eval glue squad")
     p.add_argument("--list", action="store_true")
