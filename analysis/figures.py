@@ -104,14 +104,16 @@ def _computation_key(g: pd.DataFrame) -> tuple:
     return tuple((int(r["seed"]), identity(r)) for _, r in g.drop_duplicates("seed").sort_values("seed").iterrows())
 
 
-def _shared_across_tasks(curves: pd.DataFrame, panel: Panel, scale: str) -> dict[tuple, list[str]]:
-    """(label, computation key) -> the panel's tasks that ran it: a multi-task panel draws it once, naming them."""
-    tasks: dict[tuple, list[str]] = {}
+def _computations(curves: pd.DataFrame, panel: Panel, scale: str) -> tuple[dict, dict]:
+    """(task, label) -> (label, computation key), and (label, computation key) -> the panel's tasks that ran it:
+    a multi-task panel draws each computation once, naming those tasks."""
+    keys, tasks = {}, {}
     for task in panel.tasks:
         cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
         for label, g in cur.groupby("label"):
-            tasks.setdefault((label, _computation_key(g)), []).append(task)
-    return tasks
+            keys[task, label] = (label, _computation_key(g))
+            tasks.setdefault(keys[task, label], []).append(task)
+    return keys, tasks
 
 
 def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
@@ -119,7 +121,7 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
     a run one task recorded as another's twin is one line, named after both, and a reference line (scratch
     final, unigram) both tasks share is drawn once."""
     drawn, multi = False, len(panel.tasks) > 1
-    shared = _shared_across_tasks(curves, panel, scale) if multi else {}
+    keys, shared = _computations(curves, panel, scale)
     seen: set = set()                 # (label, computation key) and reference lines already drawn
     unigrams = {}
     for task in panel.tasks:
@@ -137,12 +139,12 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
             if group[0] != label:       # one computation, one line: drawn under its first label
                 continue
             g = cur[(cur["role"] == "large") & (cur["label"] == label)]
-            key = (label, _computation_key(g))
+            key = keys[task, label]
             if key in seen:             # another task of the panel already drew this very computation
                 continue
             seen.add(key)
             m = mean_curve(g, metric)
-            name = " = ".join(map(display, group)) + (f" ({', '.join(shared.get(key, [task]))})" if multi else "")
+            name = " = ".join(map(display, group)) + (f" ({', '.join(shared[key])})" if multi else "")
             style = line_style(label, labels) if i == 0 else "--"
             ax.plot(m[panel.x], m[metric] * scale_y, linestyle=style, color=color(label), label=name, lw=1.6,
                     marker="o", ms=2.5)
@@ -153,11 +155,10 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
             # scratch alone is only the reference: a panel counts as drawn when some method is on it
             drawn |= label != "scratch"
         target, _ = scratch_target(cur, metric)
-        scratch = cur[(cur["role"] == "large") & (cur["label"] == "scratch")]
-        scratch_key = ("scratch final", _computation_key(scratch))
+        scratch_key = ("scratch final", keys.get((task, "scratch")))
         if target == target and scratch_key not in seen:
             seen.add(scratch_key)
-            owners = shared.get(("scratch", scratch_key[1]), [task])
+            owners = shared.get(keys.get((task, "scratch")), [task])
             ax.axhline(target * scale_y, color="black", lw=1.0, ls="-" if i == 0 else "-.",
                        label=f"scratch final ({', '.join(owners)})" if multi else "scratch final (seed mean)")
         small = cur[(cur["role"] == "small") & (cur["label"] == "small")].dropna(subset=[metric])
