@@ -131,11 +131,14 @@ def test_mini_scale_keeps_paper_shape_ratios(name):
 def test_a_pairs_large_only_recipe_changes_leave_its_small_models_pretraining_as_the_familys():
     """GPT2-Medium -> GPT2-1.5B trains its large model 15K steps (paper App. C.5), from a fully pretrained
     GPT2-Medium: the small model's recipe is the one its family's other pairs pretrain with."""
-    from tasks.registry import PAIR_LARGE_RECIPE_CHANGES
+    from tasks.registry import PAIR_LARGE_RECIPE_CHANGES, PAIR_RECIPE_CHANGES, PAIRS, make_task
     for (name, scale), changes in PAIR_LARGE_RECIPE_CHANGES.items():
-        task, family_default = get_task(name, scale), get_task("gpt2_base_medium", scale)
-        assert task.recipe == family_default.recipe.with_(**dict(changes)) != family_default.recipe, name
-        assert task.small_recipe == family_default.small_recipe, name
+        family, sizes, _ = PAIRS[name]
+        without = make_task(family, *sizes[scale], scale=scale, name=name,
+                            **dict(PAIR_RECIPE_CHANGES.get((name, scale), ())))    # the pair without the table
+        task = get_task(name, scale)
+        assert task.recipe == without.recipe.with_(**dict(changes)) != without.recipe, name
+        assert task.small_recipe == without.small_recipe, name
     assert get_task("gpt2_medium_xl", "paper").recipe.steps == 15_000
 
 
