@@ -10,88 +10,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import errno
 import os
 import sys
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def parse_value(text: str):
-    """--set values: ints, floats, true/false, none, else the string itself."""
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low in ("none", "null"):
-        return None
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
-def coerce(key: str, raw: str, current):
-    """Parse a --set value and check it has the type of the field it replaces."""
-    if isinstance(current, tuple):       # adam_betas=0.9,0.95: a comma list (the recipe checks its length)
-        return tuple(parse_value(part) for part in raw.split(","))
-    value = parse_value(raw)
-    expected = type(current)
-    if current is None or isinstance(current, (list, dict)):
-        return value
-    if expected is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-        raise ValueError(f"--set {key}={raw}: expected {expected.__name__}")
-    return value
-
-
-def apply_settings(task, method_cls, settings: list[str]):
-    """Split --set key=value pairs into recipe changes (`lr=1e-4`: the large model's training), small-model
-    recipe changes (`small_recipe.warmup=400`: its pretraining, when no --small is given), task changes,
-    model-spec changes (`small.layers=3`, `large.hidden=256`: a custom pair) and method config overrides.
-    A plain recipe key leaves the small model's pretraining alone, so that one small model serves every
-    recipe variant of the growth run; `small_recipe.` is the way to change it."""
-    from methods.base import config_fields
-    from models.family import unknown
-    recipe_keys = {f.name for f in dataclasses.fields(task.recipe)}
-    spec_keys = {f"{which}.{f.name}" for which in ("small", "large") for f in dataclasses.fields(task.small)
-                 if f.name != "family"}
-    small_recipe_keys = {f"small_recipe.{name}" for name in recipe_keys}
-    task_keys = {"data_path", "tokenizer"}
-    fields = config_fields(method_cls)
-    recipe, small_recipe, specs, task_changes, method = {}, {}, {"small": {}, "large": {}}, {}, {}
-    for item in settings:
-        if "=" not in item or not item.split("=", 1)[0]:
-            raise ValueError(f"malformed --set '{item}'; expected key=value, e.g. --set lr=1e-4")
-        key, raw = item.split("=", 1)
-        if key in fields:
-            default = fields[key].default if fields[key].default is not dataclasses.MISSING else None
-            method[key] = coerce(key, raw, default)
-        elif key in recipe_keys:
-            recipe[key] = coerce(key, raw, getattr(task.recipe, key))
-        elif key in small_recipe_keys:
-            name = key.split(".", 1)[1]
-            small_recipe[name] = coerce(key, raw, getattr(task.small_recipe, name))
-        elif key in spec_keys:
-            which, name = key.split(".")
-            specs[which][name] = coerce(key, raw, getattr(getattr(task, which), name))
-        elif key in task_keys:
-            task_changes[key] = raw
-        else:
-            from runs.strategies import FIELDS as strategy_keys
-            raise KeyError(unknown("key", key, recipe_keys | small_recipe_keys | task_keys | spec_keys | set(fields)
-                                   | set(strategy_keys)))
-    for which, changes in specs.items():
-        if changes:
-            spec = getattr(task, which)
-            if "hidden" in changes and "ffn" not in changes:
-                changes["ffn"] = 4 * changes["hidden"]       # keep the 4x convention unless ffn is given
-            task_changes[which] = spec.with_(**changes)
-    return task.with_(recipe=task.recipe.with_(**recipe), small_recipe=task.small_recipe.with_(**small_recipe),
-                      **task_changes), method
 
 
 def split_eval_settings(settings: list[str], evaluate_only: bool) -> tuple[list[str], list[str]]:
@@ -105,22 +28,6 @@ def split_eval_settings(settings: list[str], evaluate_only: bool) -> tuple[list[
         else:
             (ev if evaluate_only else train).append(item)
     return train, ev
-
-
-def split_strategies(settings: list[str]):
-    """Take the training-strategy keys (layer_drop, token_drop, staged, ...: runs/strategies.py) out of --set.
-    They compose with any method, so they belong neither to the recipe nor to a method's config."""
-    from runs.strategies import FIELDS, strategies_from_settings
-    rest, chosen = [], {}
-    for item in settings:
-        key, _, raw = item.partition("=")
-        if key in FIELDS:
-            if not raw:
-                raise ValueError(f"--set {key}= has no value; e.g. --set {key}=true")
-            chosen[key] = parse_value(raw)
-        else:
-            rest.append(item)
-    return rest, strategies_from_settings(chosen)
 
 
 def resolve_device(name: str) -> str:
@@ -216,8 +123,10 @@ def train_main(args) -> int:
             raise KeyError(unknown("method", args.method, METHODS))
         task = get_task(args.task, scale=args.scale)
         train_settings, eval_settings = split_eval_settings(args.settings, evaluate_only=False)
-        train_settings, strategies = split_strategies(train_settings)
-        task, method_options = apply_settings(task, METHODS[args.method], train_settings)
+        from runs.settings import route, split_item
+        from runs.strategies import strategies_from_settings
+        task, method_options, chosen = route(task, METHODS[args.method], [split_item(i) for i in train_settings])
+        strategies = strategies_from_settings(chosen)
         if args.small and any(item.startswith("small_recipe.") for item in train_settings):
             raise ValueError("--set small_recipe.* changes the small model's pretraining, which --small skips "
                              "(its weights are given); drop one")

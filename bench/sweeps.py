@@ -22,7 +22,6 @@ depth-only pair trains bert_small_base's large model (at mini it has its own war
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
@@ -185,46 +184,31 @@ def check_common_key(key: str, method: str, shared: set) -> None:
         raise ValueError(f"--set {key}: an option of {', '.join(owners)}, not of method '{method}'; "
                          f"select the methods that have it with --methods")
     raise ValueError(unknown("--set key", key, shared | set(config_fields(METHODS[method])))
-                     + f" (recipe fields, small_recipe.<recipe field>, training strategies, data_path, tokenizer, "
-                       f"and the options of '{method}')")
+                     + f" (recipe fields, small_recipe.<recipe field>, small.<spec field>, large.<spec field>, "
+                       f"training strategies, data_path, tokenizer, and the options of '{method}')")
 
 
 def build(entry: Entry, scale: str, common: tuple = ()):
     """(task, method, strategies) for an entry, or raise LookupError saying what is missing. Settings go where
-    run.py --set sends them: method options, recipe fields, training strategies (runs/strategies.py: layer_drop,
-    token_drop, staged, ...). `common` settings (--set) apply to every entry, e.g. data_path=... at paper scale;
-    they never enter the run's label."""
+    run.py --set sends them (runs/settings.py: method options, recipe and small_recipe fields, model specs,
+    data, training strategies), typed as the fields they replace. `common` settings (--set, as text) apply to
+    every entry, e.g. data_path=... at paper scale; they never enter the run's label."""
     from methods import METHODS, get_method
     from methods.base import config_fields
+    from runs.settings import route, task_keys
+    from runs.strategies import strategies_from_settings
     from tasks import get_task
-    try:
-        from runs.strategies import FIELDS as STRATEGY_FIELDS, strategies_from_settings
-    except ImportError:                 # a checkout without training strategies: their entries are unavailable
-        STRATEGY_FIELDS, strategies_from_settings = {}, None
     if entry.method not in METHODS:
         raise LookupError(f"method '{entry.method}' is not registered yet")
     task = get_task(entry.task, scale=scale)
-    recipe_keys = {f.name for f in dataclasses.fields(task.recipe)}
-    small_recipe_keys = {f"small_recipe.{name}" for name in recipe_keys}
-    options, recipe, small_recipe, strategies = {}, {}, {}, {}
-    for i, (key, value) in enumerate(tuple(common) + tuple(entry.settings)):
-        if i < len(common):
-            check_common_key(key, entry.method,
-                             recipe_keys | small_recipe_keys | set(STRATEGY_FIELDS) | {"data_path", "tokenizer"})
-        if key in config_fields(METHODS[entry.method]):
-            options[key] = value
-        elif key in recipe_keys:
-            recipe[key] = value
-        elif key in small_recipe_keys:
-            small_recipe[key.split(".", 1)[1]] = value
-        elif key in STRATEGY_FIELDS:
-            strategies[key] = value
-        elif key in ("data_path", "tokenizer"):
-            task = task.with_(**{key: str(value)})
-        else:
+    shared = task_keys(task)
+    for key, _ in common:
+        check_common_key(key, entry.method, shared)
+    for key, _ in entry.settings:
+        if key not in shared and key not in config_fields(METHODS[entry.method]):
             raise LookupError(f"neither method '{entry.method}', the recipe nor the training strategies have "
                               f"an option '{key}' yet")
-    task = task.with_(recipe=task.recipe.with_(**recipe), small_recipe=task.small_recipe.with_(**small_recipe))
+    task, options, strategies = route(task, METHODS[entry.method], tuple(common) + tuple(entry.settings))
     if entry.small_steps_frac is not None:
         steps = max(1, round(task.small_recipe.steps * entry.small_steps_frac))
         task = task.with_(small_recipe=task.small_recipe.with_(steps=steps))
@@ -339,15 +323,6 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
     return outcome
 
 
-def parse_setting(item: str) -> tuple[str, object]:
-    """KEY=VALUE with run.py's value rules (ints, floats, true/false, none, else the string)."""
-    key, sep, raw = item.partition("=")
-    if not sep or not key:
-        raise ValueError(f"malformed --set '{item}'; expected key=value")
-    from run import parse_value          # the one definition of --set values (run.py at the repository root)
-    return key, parse_value(raw)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.sweeps", description="Run the sweeps behind the paper's "
                                 "tables and figures; complete runs are skipped, incomplete ones resumed.")
@@ -361,8 +336,9 @@ def main(argv=None) -> int:
     p.add_argument("--prune", action="store_true", help="delete checkpoints and weights of complete runs "
                    "(keep the records only, for committing)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                   help="a recipe field (small_recipe.FIELD: the small model's pretraining) or method option for every "
-                        "run, e.g. --set data_path=/data/wiki")
+                   help="for every run, as run.py --set: a recipe field (small_recipe.FIELD: the small model's "
+                        "pretraining), a model-spec field (large.FIELD, small.FIELD), a training strategy or method "
+                        "option, e.g. --set data_path=/data/wiki")
     p.add_argument("--eval", nargs="+", metavar="SUITE", help="evaluate each finished run (and its small model) "
                    "downstream with these tasks/evals suites before pruning, e.g. --eval mini, --eval glue squad")
     p.add_argument("--list", action="store_true")
@@ -382,7 +358,8 @@ def main(argv=None) -> int:
     try:
         from run import resolve_device   # the one definition of --device (run.py at the repository root)
         args.device = resolve_device(args.device)
-        common = tuple(parse_setting(item) for item in args.settings)
+        from runs.settings import split_item     # the one definition of --set (run.py's too)
+        common = tuple(split_item(item) for item in args.settings)
         result = run_sweep(args.names, args.scale, args.seeds, args.out, args.methods, args.dry_run, args.prune,
                            args.device, common, args.eval)
     except (KeyError, ValueError, OSError) as e:      # OSError: a data path or --out that cannot be used

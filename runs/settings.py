@@ -1,0 +1,107 @@
+"""`--set KEY=VALUE`: how a value is read and where a key goes, one definition for run.py and bench/sweeps.py.
+
+A key is, in this order of lookup: an option of the method (`fit_steps`), a field of the large model's training
+recipe (`lr`), a field of the small model's pretraining recipe (`small_recipe.warmup`), a field of either model's
+spec (`large.layers`: a custom pair), the task's data (`data_path`, `tokenizer`), or a training strategy
+(`layer_drop`: runs/strategies.py). A value comes from a command line as text (ints, floats, true/false, none, a
+comma list for a tuple field) or from a sweep's table already typed; either way it must have the type of the
+field it replaces. Two command lines routing with two tables had drifted apart (the sweep took no model-spec key
+and checked no type); here they share one.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+SPECS = ("small", "large")
+SMALL_RECIPE = "small_recipe."
+TASK_KEYS = ("data_path", "tokenizer")
+
+
+def parse_value(text: str):
+    """--set values: ints, floats, true/false, none, else the string itself."""
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def split_item(item: str) -> tuple[str, str]:
+    """"KEY=VALUE" -> (key, raw value); a missing key or '=' is refused in one line."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise ValueError(f"malformed --set '{item}'; expected key=value, e.g. --set lr=1e-4")
+    return key, raw
+
+
+def coerce(key: str, raw, current):
+    """The value of `key` (text from a command line, or already typed) checked against the type of the field's
+    current value: `steps=abc` or `steps=1.5` is refused, `lr=1` becomes 1.0."""
+    if isinstance(raw, str):
+        if isinstance(current, tuple):   # adam_betas=0.9,0.95: a comma list (the recipe checks its length)
+            return tuple(parse_value(part) for part in raw.split(","))
+        value = parse_value(raw)
+    else:
+        value = raw
+    expected = type(current)
+    if current is None or isinstance(current, (list, dict)):
+        return value
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise ValueError(f"--set {key}={raw}: expected {expected.__name__}")
+    return value
+
+
+def task_keys(task) -> set[str]:
+    """Every key that means the same to any method: recipe, small_recipe.*, small.* / large.*, data, strategies."""
+    from runs.strategies import FIELDS as strategy_keys
+    recipe = {f.name for f in dataclasses.fields(task.recipe)}
+    specs = {f"{which}.{f.name}" for which in SPECS for f in dataclasses.fields(task.small) if f.name != "family"}
+    return recipe | {SMALL_RECIPE + name for name in recipe} | specs | set(TASK_KEYS) | set(strategy_keys)
+
+
+def route(task, method_cls, items) -> tuple[object, dict, dict]:
+    """(key, value) pairs -> (task with its recipe, small recipe, specs and data changed; the method's options;
+    the training strategies' values, for runs.strategies.strategies_from_settings). An unknown key is a KeyError
+    naming the close match and every accepted key. A plain recipe key leaves the small model's pretraining
+    alone, so that one small model serves every recipe variant of the growth run; `small_recipe.` changes it."""
+    from methods.base import config_fields
+    from models.family import unknown
+    from runs.strategies import FIELDS as strategy_keys
+    options_fields = config_fields(method_cls)
+    recipe_keys = {f.name for f in dataclasses.fields(task.recipe)}
+    recipe, small_recipe, specs, changes, options, strategies = {}, {}, {w: {} for w in SPECS}, {}, {}, {}
+    for key, raw in items:
+        which, _, name = key.partition(".")
+        if key in options_fields:
+            default = options_fields[key].default
+            options[key] = coerce(key, raw, None if default is dataclasses.MISSING else default)
+        elif key in recipe_keys:
+            recipe[key] = coerce(key, raw, getattr(task.recipe, key))
+        elif key.startswith(SMALL_RECIPE) and name in recipe_keys:
+            small_recipe[name] = coerce(key, raw, getattr(task.small_recipe, name))
+        elif which in SPECS and name != "family" and name in {f.name for f in dataclasses.fields(task.small)}:
+            specs[which][name] = coerce(key, raw, getattr(getattr(task, which), name))
+        elif key in TASK_KEYS:
+            changes[key] = str(raw)
+        elif key in strategy_keys:
+            if raw == "":
+                raise ValueError(f"--set {key}= has no value; e.g. --set {key}=true")
+            strategies[key] = parse_value(raw) if isinstance(raw, str) else raw
+        else:
+            raise KeyError(unknown("key", key, task_keys(task) | set(options_fields)))
+    for which, spec_changes in specs.items():
+        if spec_changes:
+            if "hidden" in spec_changes and "ffn" not in spec_changes:
+                spec_changes["ffn"] = 4 * spec_changes["hidden"]     # keep the 4x convention unless ffn is given
+            changes[which] = getattr(task, which).with_(**spec_changes)
+    task = task.with_(recipe=task.recipe.with_(**recipe), small_recipe=task.small_recipe.with_(**small_recipe),
+                      **changes)
+    return task, options, strategies

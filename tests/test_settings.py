@@ -1,0 +1,78 @@
+"""--set routing (runs/settings.py) is one definition for run.py and bench/sweeps.py: the same key sent through
+either command line changes the same field to the same typed value, and a value of the wrong type is refused by
+both before anything is written."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench.sweeps import Entry, build
+from methods import METHODS
+from runs.settings import coerce, route, split_item
+from tasks import get_task
+
+ITEMS = ["lr=5e-4", "small_recipe.warmup=3", "large.layers=5", "large.hidden=192", "fit_steps=7",
+         "layer_drop=true", "adam_betas=0.9,0.95"]
+
+
+def test_text_and_typed_values_route_to_the_same_fields():
+    """What a sweep's table writes typed (fit_steps=7) and what a command line writes as text must build one
+    task, one method configuration and one set of strategies."""
+    task = get_task("bert_small_base", "tiny")
+    from_text = route(task, METHODS["ligo"], [split_item(i) for i in ITEMS])
+    typed = [("lr", 5e-4), ("small_recipe.warmup", 3), ("large.layers", 5), ("large.hidden", 192), ("fit_steps", 7),
+             ("layer_drop", True), ("adam_betas", (0.9, 0.95))]
+    assert route(task, METHODS["ligo"], typed) == from_text
+    new, options, strategies = from_text
+    assert new.recipe == task.recipe.with_(lr=5e-4, adam_betas=(0.9, 0.95))
+    assert new.small_recipe == task.small_recipe.with_(warmup=3)
+    assert new.large == task.large.with_(layers=5, hidden=192, ffn=768)     # ffn follows hidden (4x)
+    assert new.small == task.small and options == {"fit_steps": 7} and strategies == {"layer_drop": True}
+
+
+def test_a_sweep_builds_what_run_py_builds_from_the_same_set():
+    """bench.sweeps --set and run.py --set reach the same fields; before the shared routing the sweep refused
+    model-spec keys (large.layers) that run.py took."""
+    import run
+    task, method, strategies = build(Entry("bert_small_base", "ligo"), "tiny", tuple(split_item(i) for i in ITEMS))
+    direct, options, chosen = route(get_task("bert_small_base", "tiny"), METHODS["ligo"],
+                                    [split_item(i) for i in ITEMS])
+    assert task == direct and method.config.fit_steps == options["fit_steps"] == 7
+    assert strategies.layer_drop == 0.1 and chosen == {"layer_drop": True}
+    assert run.split_eval_settings(ITEMS, evaluate_only=False) == (ITEMS, [])    # none of them is evaluation's
+
+
+@pytest.mark.parametrize("key, raw, current, needle", [
+    ("steps", "abc", 10, "--set steps=abc: expected int"),
+    ("steps", 1.5, 10, "--set steps=1.5: expected int"),          # a typed table value is checked too
+    ("steps", True, 10, "--set steps=True: expected int"),
+    ("lr", "fast", 1e-3, "--set lr=fast: expected float"),
+])
+def test_a_value_of_the_wrong_type_is_refused(key, raw, current, needle):
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        coerce(key, raw, current)
+
+
+def test_an_int_becomes_a_float_where_the_field_is_a_float():
+    assert coerce("lr", "1", 1e-3) == 1.0 and isinstance(coerce("lr", 1, 1e-3), float)
+
+
+def test_the_sweep_refuses_a_mistyped_common_setting_before_anything_is_written(tmp_path, capsys):
+    """`--set lr=abc` used to reach every run as the string 'abc'; now it is refused in one line, exit 2."""
+    from bench.sweeps import main
+    assert main(["bert", "--scale", "tiny", "--seeds", "0", "--out", str(tmp_path / "out"), "--set", "lr=abc"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --set lr=abc: expected float"
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unknown_key_names_the_close_match_and_a_strategy_needs_a_value():
+    task = get_task("bert_small_base", "tiny")
+    with pytest.raises(KeyError, match="did you mean 'large.layers'"):
+        route(task, METHODS["scratch"], [("large.layer", "3")])
+    with pytest.raises(KeyError, match="unknown key 'large.family'"):      # the family is the task's, not a field
+        route(task, METHODS["scratch"], [("large.family", "gpt2")])
+    with pytest.raises(ValueError, match="--set layer_drop= has no value"):
+        route(task, METHODS["scratch"], [split_item("layer_drop=")])
+    with pytest.raises(ValueError, match="malformed --set 'lr'"):
+        split_item("lr")
