@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 # runs.record is stdlib only: importing it here costs `--list` and `--dry-run` nothing
-from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, read_json, write_json_atomic
+from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, copy_record, read_json
 
 RECORD_FILES = (CONFIG, METRICS, SUMMARY, EVAL_FILE)   # eval.json: if evaluated
 
@@ -59,12 +59,6 @@ def copy_small_record(run: Path, label: str, seed: int) -> None:
             shutil.copy2(src / name, dst / name)
 
 
-# What a run that never uses a small model (scratch) does not read of its task: two tasks that differ only here
-# train one large model on one data stream with one recipe (bert_small_large's scratch is bert_base_large's;
-# bert_depth_only's is bert_small_base's except at mini, where the depth-only pair has its own warm-up).
-NOT_READ_WITHOUT_SMALL = ("name", "small", "small_recipe", "notes", "evals")
-
-
 def find_twin(task, method, strategies, path: Path, seed: int, device: str, log) -> Path | None:
     """A complete run that is the computation `method` would run in `path`, or None: for a method that grows
     without a fit, one beside `path` (same task directory and seed; a fit is itself the computation, and costs
@@ -96,45 +90,21 @@ def find_twin(task, method, strategies, path: Path, seed: int, device: str, log)
 
 def twin_in_another_task(task, method, strategies, path: Path, seed: int) -> Path | None:
     """For a method that uses no small model: `path`'s label and seed in another task directory under the same
-    root, computed there (not itself a twin), whose task differs from `task` only in what such a run never reads
-    (NOT_READ_WITHOUT_SMALL), with the same method settings, and whose logged fingerprint is the one this run
-    would log under that task's record, which checks the initial weights, training plan, strategies and seed bit
-    for bit. None otherwise, and for records made before fingerprints were logged."""
-    from runs.computation import initial_fingerprint, logged_fingerprint
-    from runs.preflight import comparable_method, comparable_task, jsonable
-    from runs.record import load_run
-
-    def read_by_this_run(record: dict | None) -> dict:
-        return jsonable({k: v for k, v in (comparable_task(record) or {}).items() if k not in NOT_READ_WITHOUT_SMALL})
-
-    mine = (read_by_this_run(task.to_dict()), jsonable(comparable_method(method.describe())))
-    for other in sorted(path.parent.parent.glob(f"*/{path.name}")):
-        if other.parent == path.parent or not (other / SUMMARY).exists():
-            continue
-        run = load_run(other)
-        if "same_computation_as" in run.config or run.config.get("seed") != seed:
-            continue
-        theirs = (read_by_this_run(run.config.get("task")), jsonable(comparable_method(run.config.get("method"))))
-        logged = logged_fingerprint(run.metrics)
-        if theirs == mine and logged is not None and logged == initial_fingerprint(
-                task, method, seed, None, strategies, task_record=run.config["task"]):
-            return other
-    return None
+    root that is this run's computation bit for bit (runs.computation.computed_elsewhere)."""
+    from runs.computation import computed_elsewhere
+    others = [d for d in sorted(path.parent.parent.glob(f"*/{path.name}")) if d.parent != path.parent]
+    return computed_elsewhere(task, method, strategies, seed, others)
 
 
 def record_as_twin(path: Path, twin: Path, method, task) -> None:
     """Give `path` the record of `twin`, the same computation, under `method`'s own name and config and `task`'s
     record (a twin in another task directory is named by its directory and run, e.g.
     "bert_small_base-mini/scratch-s0")."""
-    path.mkdir(parents=True, exist_ok=True)
-    for f in twin.iterdir():
-        if f.is_file() and f.name != CONFIG and f.suffix in (".json", ".jsonl"):
-            shutil.copy2(f, path / f.name)
     config = read_json(twin / CONFIG)
     config["method"] = json.loads(json.dumps(method.describe(), default=str))
     config["task"] = json.loads(json.dumps(task.to_dict(), default=str))
     config["same_computation_as"] = twin_name(path, twin)
-    write_json_atomic(path / CONFIG, config)
+    copy_record(twin, path, config)
 
 
 def twin_name(path: Path, twin: Path) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import torch
 
@@ -66,4 +67,38 @@ def logged_fingerprint(metrics: list[dict]) -> str | None:
     return first.get("computation") if first.get("step") == 0 else None
 
 
-__all__ = ["fingerprint", "initial_fingerprint", "logged_fingerprint", "training_plan", "weights_digest"]
+# What a run that uses no small model (scratch, and the small model's own pretraining) does not read of its
+# task: two tasks that differ only here train one model on one data stream with one recipe (bert_small_large's
+# scratch is bert_base_large's; bert_small_base's small model is bert_small_large's).
+NOT_READ_WITHOUT_SMALL = ("name", "small", "small_recipe", "notes", "evals")
+
+
+def computed_elsewhere(task, method, strategies, seed: int, candidates) -> Path | None:
+    """The first of `candidates` (run directories of other tasks) that is, bit for bit, the run `method` (one that
+    uses no small model) would make on `task`: complete, computed there (not itself a copy), of this seed, its
+    task different only in what such a run never reads (NOT_READ_WITHOUT_SMALL), the same method settings, and
+    the fingerprint it logged the one this run would log under that task's record (initial weights, training
+    plan, strategies, seed). None otherwise, and for records made before fingerprints were logged."""
+    from runs.preflight import comparable_method, jsonable
+    from runs.record import CONFIG, SUMMARY, load_run
+
+    def read_by_this_run(record: dict | None) -> dict:
+        return jsonable({k: v for k, v in (comparable_task(record) or {}).items() if k not in NOT_READ_WITHOUT_SMALL})
+
+    mine = (read_by_this_run(task.to_dict()), jsonable(comparable_method(method.describe())))
+    for other in candidates:
+        if not ((other / SUMMARY).exists() and (other / CONFIG).exists()):
+            continue
+        run = load_run(other)
+        if "same_computation_as" in run.config or run.config.get("seed") != seed:
+            continue
+        theirs = (read_by_this_run(run.config.get("task")), jsonable(comparable_method(run.config.get("method"))))
+        logged = logged_fingerprint(run.metrics)
+        if theirs == mine and logged is not None and logged == initial_fingerprint(
+                task, method, seed, None, strategies, task_record=run.config["task"]):
+            return other
+    return None
+
+
+__all__ = ["NOT_READ_WITHOUT_SMALL", "computed_elsewhere", "fingerprint", "initial_fingerprint",
+           "logged_fingerprint", "training_plan", "weights_digest"]

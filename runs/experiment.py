@@ -30,8 +30,8 @@ from runs.ledger import FlopsLedger
 from runs.lock import RunLock
 from runs.preflight import (CannotResume, check_out, check_resumable, inspect_out, interrupted, jsonable,
                             record_state)
-from runs.record import (METRICS, SUMMARY, RunWriter, atomic_path, read_json, read_metrics, save_atomic,
-                         write_json_atomic)
+from runs.record import (CONFIG, METRICS, SUMMARY, RunWriter, atomic_path, clear_run, copy_record, read_json,
+                         read_metrics, save_atomic, write_json_atomic)
 from runs.strategies import Strategies, apply_strategies
 from runs.trainer import CHECKPOINT, evaluate, full_model, load_checkpoint, train
 from tasks.data.text import TRAINED_TOKENIZERS
@@ -73,8 +73,8 @@ def _files_signature(path: Path) -> str:
     return hashlib.sha1(sig.encode()).hexdigest()[:10]
 
 
-def small_cache_dir(task, seed: int) -> Path:
-    """The cache entry of the small model a task grows from, keyed by everything its weights depend on."""
+def small_cache_key(task, seed: int) -> str:
+    """`<scale>-s<seed>-<digest>`: the digest hashes everything the small model's weights depend on."""
     identity = {"spec": task.small.to_dict(), "recipe": jsonable(task.small_recipe.__dict__),
                 "data": task.data, "tokenizer": task.tokenizer, "seed": seed}
     if task.data_path is not None:      # a local corpus: a small model pretrained on other text must not be reused
@@ -82,7 +82,24 @@ def small_cache_dir(task, seed: int) -> Path:
     if task.tokenizer not in (None, *TRAINED_TOKENIZERS) and Path(task.tokenizer).expanduser().is_dir():
         identity["tokenizer_files"] = _files_signature(task.tokenizer)   # a saved tokenizer: its files, not its name
     digest = hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
-    return OUT_ROOT / "cache" / "small" / f"{task.name}-{task.scale}-s{seed}-{digest}"
+    return f"{task.scale}-s{seed}-{digest}"
+
+
+def small_cache_dir(task, seed: int) -> Path:
+    """The cache entry of the small model a task grows from, named by the task (its pretraining record carries
+    the task the analysis files it under) and keyed by everything its weights depend on."""
+    return OUT_ROOT / "cache" / "small" / f"{task.name}-{small_cache_key(task, seed)}"
+
+
+def pretrained_for_another_task(task, seed: int) -> Path | None:
+    """Another pair's cache entry holding the small model this task's would hold (bert_small_base and
+    bert_small_large grow from one BERT-Small): the same key, and a record that is this pretraining bit for bit
+    (runs.computation.computed_elsewhere). Its weights are then copied instead of trained again."""
+    from runs.computation import computed_elsewhere
+    cache = small_cache_dir(task, seed)
+    others = [d for d in sorted(cache.parent.glob(f"*-{small_cache_key(task, seed)}"))
+              if d != cache and (d / "model").is_dir()]
+    return computed_elsewhere(task.small_task(), get_method("scratch"), None, seed, others) if others else None
 
 
 def small_identity(task, seed: int, small_dir: Path | None) -> dict:
@@ -106,6 +123,23 @@ def check_small_dir(task, small_dir: Path) -> None:
                          f"grows a {task.family} model (give a {task.family} save_pretrained/export directory)")
 
 
+def copy_pretrained_for_another_task(task, seed: int, cache: Path, log) -> None:
+    """Give `cache` another pair's pretraining of the same small model (weights and record, under this task's name,
+    marked as the same computation), if there is one; a pretraining of its own cut short is replaced."""
+    twin = pretrained_for_another_task(task, seed)
+    if twin is None:
+        return
+    with RunLock(cache, wait=True, on_wait=lambda who: log(f"waiting for {who}: it holds {cache}")):
+        if (cache / SUMMARY).exists():
+            return
+        log(f"no --small given: the small model is the one pretrained in {twin} (same weights, data, recipe and "
+            f"seed): copied -> {cache}")
+        clear_run(cache)
+        config = {**read_json(twin / CONFIG), "task": jsonable(task.small_task().to_dict()),
+                  "same_computation_as": f"{twin.parent.name}/{twin.name}"}
+        copy_record(twin, cache, config, dirs=("model",))
+
+
 def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress: bool):
     """The pretrained small model: from --small, from the cache, or trained now (and cached)."""
     family = get_family(task.family)
@@ -123,6 +157,9 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
                              f"{task.name} needs {task.small.short()}")
         return model, {**small_identity(task, seed, small_dir), "pretrain_flops": None}
     cache = small_cache_dir(task, seed)
+    with distributed.main_first():     # under torchrun every rank then sees the copy, or none
+        if distributed.is_main() and not (cache / SUMMARY).exists():
+            copy_pretrained_for_another_task(task, seed, cache, log)
     if not (cache / SUMMARY).exists():
         # one process pretrains, any other run needing the same small model waits for it and then reads it
         lock = RunLock(cache, wait=True, on_wait=lambda who: log(f"waiting for {who}: it is pretraining the "

@@ -60,3 +60,54 @@ def test_the_run_logs_its_fingerprint_at_step_0(method, tmp_path):
         assert run.main(["--method", "net2net", "--task", "bert_small_base", "--scale", "tiny", "--quiet",
                          "--out", str(tmp_path / "n"), "--steps", "2"]) == 0
         assert load_run(tmp_path / "n").metrics[0]["computation"] == first["computation"]
+
+
+def test_a_pair_copies_the_small_model_another_pair_pretrained(tmp_path, monkeypatch):
+    """bert_small_base and bert_small_large grow from one BERT-Small (same spec, data, recipe and seed): the second
+    pair copies the first's weights and pretraining record instead of pretraining it again, under its own task
+    name (the analysis files the record there) and marked as the same computation; the weights are the first's
+    byte for byte."""
+    import torch
+
+    import runs.experiment as experiment
+    from analysis.load import identity, load_runs
+    from runs.computation import weights_digest
+    from runs.record import load_run
+    monkeypatch.setattr(experiment, "OUT_ROOT", tmp_path)
+    base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
+    logs = []
+    first, _ = experiment.resolve_small(base, 0, None, torch.device("cpu"), logs.append, False)
+    monkeypatch.setattr(experiment, "run_experiment", lambda *a, **k: pytest.fail("pretrained a second time"))
+    second, info = experiment.resolve_small(large, 0, None, torch.device("cpu"), logs.append, False)
+    src, dst = experiment.small_cache_dir(base, 0), experiment.small_cache_dir(large, 0)
+    assert "copied" in logs[-1] and info["path"] == str(dst) != str(src)
+    assert weights_digest(first) == weights_digest(second)
+    copy, original = load_run(dst), load_run(src)
+    assert copy.config["task"]["name"] == "bert_small_large:small"
+    assert copy.config["same_computation_as"] == f"small/{src.name}" and copy.metrics == original.metrics
+    assert copy.summary == original.summary and info["pretrain_flops"] == original.summary["flops"]
+    runs, problems = load_runs(tmp_path)
+    assert sorted(identity(r)[:3] for r in runs) == [("bert_small_base", "tiny", "small"),
+                                                     ("bert_small_large", "tiny", "small")] and not problems
+
+
+def test_a_small_model_of_another_computation_is_not_copied(tmp_path, monkeypatch):
+    """Only the same pretraining is copied: another recipe has another cache key, and an entry under the same key
+    whose logged fingerprint is not this pretraining's (a record edited or made by other code) is passed over."""
+    import json
+
+    import torch
+
+    import runs.experiment as experiment
+    monkeypatch.setattr(experiment, "OUT_ROOT", tmp_path)
+    base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
+    experiment.resolve_small(base, 0, None, torch.device("cpu"), lambda msg: None, False)
+    assert experiment.pretrained_for_another_task(large, 0) == experiment.small_cache_dir(base, 0)
+    other_recipe = large.with_(small_recipe=large.small_recipe.with_(lr=large.small_recipe.lr / 2))
+    assert experiment.pretrained_for_another_task(other_recipe, 0) is None
+    assert experiment.pretrained_for_another_task(large, 1) is None
+    metrics = experiment.small_cache_dir(base, 0) / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    rows[0]["computation"] = "0" * 40
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert experiment.pretrained_for_another_task(large, 0) is None

@@ -146,7 +146,7 @@ def test_a_pairs_own_recipe_changes_reach_its_small_model_and_keep_shared_scratc
     """PAIR_RECIPE_CHANGES give a pair its own warm-up at mini. The small model pretrains with the same change (the
     paper trains both models with one recipe), the family's other pairs keep theirs, and the two pairs that grow
     into the 8-layer BERT still train one scratch model (Figure 2(c) draws one scratch curve for both)."""
-    from bench.sweep_records import NOT_READ_WITHOUT_SMALL
+    from runs.computation import NOT_READ_WITHOUT_SMALL
     from tasks.registry import PAIR_RECIPE_CHANGES
     assert PAIR_RECIPE_CHANGES, "no pair has its own recipe: this test checks nothing"
     for (name, scale), changes in PAIR_RECIPE_CHANGES.items():
