@@ -30,8 +30,8 @@ from runs.ledger import FlopsLedger
 from runs.lock import RunLock
 from runs.preflight import (CannotResume, check_out, check_resumable, inspect_out, interrupted, jsonable,
                             record_state)
-from runs.record import (CONFIG, METRICS, SUMMARY, RunWriter, atomic_path, clear_run, copy_record, read_json,
-                         read_metrics, save_atomic, write_json_atomic)
+from runs.record import (CONFIG, EVAL_FILE, METRICS, SUMMARY, RunWriter, atomic_path, clear_run, copy_record,
+                         read_json, read_metrics, save_atomic, write_json_atomic)
 from runs.strategies import Strategies, apply_strategies
 from runs.trainer import CHECKPOINT, evaluate, full_model, load_checkpoint, train
 from tasks.data.text import TRAINED_TOKENIZERS
@@ -137,7 +137,8 @@ def copy_pretrained_for_another_task(task, seed: int, cache: Path, log) -> None:
         clear_run(cache)
         config = {**read_json(twin / CONFIG), "task": jsonable(task.small_task().to_dict()),
                   "same_computation_as": f"{twin.parent.name}/{twin.name}"}
-        copy_record(twin, cache, config, dirs=("model",))
+        # not its eval.json: that record names the task it was evaluated for; these weights are evaluated anew
+        copy_record(twin, cache, config, dirs=("model",), skip=(EVAL_FILE,))
 
 
 def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress: bool):

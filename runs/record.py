@@ -73,16 +73,16 @@ def read_json(path: Path):
         raise ValueError(f"{path}: not valid JSON (not UTF-8 text)") from None
 
 
-def copy_record(src: Path, dst: Path, config: dict, dirs: tuple[str, ...] = ()) -> None:
-    """Give `dst` the record of `src`, the same computation: its .json/.jsonl files and the folders `dirs` (the
-    exported model, for a run that is read again), with `config` as its config.json. summary.json comes last, so
-    `dst` reads as complete only once everything is in place."""
+def copy_record(src: Path, dst: Path, config: dict, dirs: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> None:
+    """Give `dst` the record of `src`, the same computation: its .json/.jsonl files but `skip` and the folders
+    `dirs` (the exported model, for a run that is read again), with `config` as its config.json. summary.json
+    comes last, so `dst` reads as complete only once everything is in place."""
     dst = Path(dst)
     dst.mkdir(parents=True, exist_ok=True)
     for name in dirs:
         shutil.copytree(Path(src) / name, dst / name, dirs_exist_ok=True)
     for f in Path(src).iterdir():
-        if f.is_file() and f.name not in (CONFIG, SUMMARY) and f.suffix in (".json", ".jsonl"):
+        if f.is_file() and f.name not in (CONFIG, SUMMARY, *skip) and f.suffix in (".json", ".jsonl"):
             shutil.copy2(f, dst / f.name)
     write_json_atomic(dst / CONFIG, config)
     shutil.copy2(Path(src) / SUMMARY, dst / SUMMARY)

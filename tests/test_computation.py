@@ -77,10 +77,11 @@ def test_a_pair_copies_the_small_model_another_pair_pretrained(tmp_path, monkeyp
     base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
     logs = []
     first, _ = experiment.resolve_small(base, 0, None, torch.device("cpu"), logs.append, False)
+    src, dst = experiment.small_cache_dir(base, 0), experiment.small_cache_dir(large, 0)
+    (src / "eval.json").write_text('{"task": "bert_small_base:small"}')     # names the task it evaluated for
     monkeypatch.setattr(experiment, "run_experiment", lambda *a, **k: pytest.fail("pretrained a second time"))
     second, info = experiment.resolve_small(large, 0, None, torch.device("cpu"), logs.append, False)
-    src, dst = experiment.small_cache_dir(base, 0), experiment.small_cache_dir(large, 0)
-    assert "copied" in logs[-1] and info["path"] == str(dst) != str(src)
+    assert "copied" in logs[-1] and not (dst / "eval.json").exists() and info["path"] == str(dst) != str(src)
     assert weights_digest(first) == weights_digest(second)
     copy, original = load_run(dst), load_run(src)
     assert copy.config["task"]["name"] == "bert_small_large:small"
