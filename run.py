@@ -65,8 +65,9 @@ def main(argv=None) -> int:
     p.add_argument("--small", help="pretrained small model directory (HF save_pretrained / timm export)")
     p.add_argument("--device", default="auto", help="auto (cuda when available, else cpu) | cpu | cuda | cuda:N")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a recipe field of the large model's training, a method option, or (prefixed "
-                        "small_recipe.) of the small model's pretraining, e.g. --set lr=1e-4 --set fit_steps=50 "
+                   help="override a recipe field of the large model's training, a method option, a training "
+                        "strategy, a model-spec field (large.FIELD, small.FIELD), or (prefixed small_recipe.) a field "
+                        "of the small model's pretraining, e.g. --set lr=1e-4 --set fit_steps=50 "
                         "--set small_recipe.warmup=400")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
