@@ -89,8 +89,8 @@ def route(task, method_cls, items) -> tuple[object, dict, dict]:
             small_recipe[name] = coerce(key, raw, getattr(task.small_recipe, name))
         elif which in SPECS and name != "family" and name in {f.name for f in dataclasses.fields(task.small)}:
             specs[which][name] = coerce(key, raw, getattr(getattr(task, which), name))
-        elif key in TASK_KEYS:
-            changes[key] = str(raw)
+        elif key in TASK_KEYS:      # a path or a name: command-line text verbatim (a path "1e-4" stays one)
+            changes[key] = raw if raw is None or isinstance(raw, str) else str(raw)
         elif key in strategy_keys:
             if raw == "":
                 raise ValueError(f"--set {key}= has no value; e.g. --set {key}=true")

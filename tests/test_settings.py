@@ -76,3 +76,12 @@ def test_an_unknown_key_names_the_close_match_and_a_strategy_needs_a_value():
         route(task, METHODS["scratch"], [split_item("layer_drop=")])
     with pytest.raises(ValueError, match="malformed --set 'lr'"):
         split_item("lr")
+
+
+def test_a_path_is_taken_verbatim_and_a_typed_none_keeps_the_tasks_default(tmp_path):
+    """data_path and tokenizer are names, not numbers: text such as "1e-4" stays that path (parsing made it
+    "0.0001"); a sweep table's None means the task's own data, not a path called "None"."""
+    task = get_task("bert_small_base", "tiny")
+    assert route(task, METHODS["scratch"], [split_item("data_path=runs/1e-4")])[0].data_path == "runs/1e-4"
+    assert route(task, METHODS["scratch"], [split_item("data_path=1e-4")])[0].data_path == "1e-4"
+    assert task.data_path is None and route(task, METHODS["scratch"], [("data_path", None)])[0].data_path is None
