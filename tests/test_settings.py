@@ -31,16 +31,21 @@ def test_text_and_typed_values_route_to_the_same_fields():
     assert new.small == task.small and options == {"fit_steps": 7} and strategies == {"layer_drop": True}
 
 
-def test_a_sweep_builds_what_run_py_builds_from_the_same_set():
-    """bench.sweeps --set and run.py --set reach the same fields; before the shared routing the sweep refused
-    model-spec keys (large.layers) that run.py took."""
+def test_a_sweep_builds_what_run_py_records_from_the_same_set(tmp_path):
+    """bench.sweeps --set and run.py --set reach the same fields: the task, method and strategies the sweep builds
+    are the ones a run.py run records. Before the shared routing the sweep refused the model-spec keys
+    (large.layers) that run.py took."""
     import run
-    task, method, strategies = build(Entry("bert_small_base", "ligo"), "tiny", tuple(split_item(i) for i in ITEMS))
-    direct, options, chosen = route(get_task("bert_small_base", "tiny"), METHODS["ligo"],
-                                    [split_item(i) for i in ITEMS])
-    assert task == direct and method.config.fit_steps == options["fit_steps"] == 7
-    assert strategies.layer_drop == 0.1 and chosen == {"layer_drop": True}
-    assert run.split_eval_settings(ITEMS, evaluate_only=False) == (ITEMS, [])    # none of them is evaluation's
+    from runs.preflight import jsonable
+    from runs.record import load_run
+    items = [*ITEMS, "large.heads=6", "steps=0"]       # head_dim kept (LiGO's Net2Net width); grow and evaluate only
+    task, method, strategies = build(Entry("bert_small_base", "ligo"), "tiny", tuple(split_item(i) for i in items))
+    assert run.main(["--method", "ligo", "--task", "bert_small_base", "--scale", "tiny", "--quiet",
+                     "--out", str(tmp_path / "run"), *[a for i in items for a in ("--set", i)]]) == 0
+    recorded = load_run(tmp_path / "run").config
+    assert recorded["task"] == jsonable(task.to_dict()) and task.large.layers == 5
+    assert recorded["method"] == jsonable(method.describe()) and method.config.fit_steps == 7
+    assert recorded["strategies"] == strategies.record() and strategies.layer_drop == 0.1
 
 
 @pytest.mark.parametrize("key, raw, current, needle", [
