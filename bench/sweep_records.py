@@ -3,7 +3,6 @@ is still this sweep's computation, the twin a run need not repeat, the small mod
 downstream evaluation before pruning, and the pruning itself. bench/sweeps.py plans and runs; this is its I/O."""
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -100,10 +99,9 @@ def record_as_twin(path: Path, twin: Path, method, task) -> None:
     """Give `path` the record of `twin`, the same computation, under `method`'s own name and config and `task`'s
     record (a twin in another task directory is named by its directory and run, e.g.
     "bert_small_base-mini/scratch-s0")."""
-    config = read_json(twin / CONFIG)
-    config["method"] = json.loads(json.dumps(method.describe(), default=str))
-    config["task"] = json.loads(json.dumps(task.to_dict(), default=str))
-    config["same_computation_as"] = twin_name(path, twin)
+    from runs.preflight import jsonable
+    config = {**read_json(twin / CONFIG), "method": jsonable(method.describe()), "task": jsonable(task.to_dict()),
+              "same_computation_as": twin_name(path, twin)}
     copy_record(twin, path, config)
 
 

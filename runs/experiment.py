@@ -97,8 +97,8 @@ def pretrained_for_another_task(task, seed: int) -> Path | None:
     (runs.computation.computed_elsewhere). Its weights are then copied instead of trained again."""
     from runs.computation import computed_elsewhere
     cache = small_cache_dir(task, seed)
-    others = [d for d in sorted(cache.parent.glob(f"*-{small_cache_key(task, seed)}"))
-              if d != cache and (d / "model").is_dir()]
+    key = cache.name.removeprefix(f"{task.name}-")
+    others = [d for d in sorted(cache.parent.glob(f"*-{key}")) if d != cache and (d / "model").is_dir()]
     return computed_elsewhere(task.small_task(), get_method("scratch"), None, seed, others) if others else None
 
 

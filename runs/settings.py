@@ -59,11 +59,19 @@ def coerce(key: str, raw, current):
     return value
 
 
+def _fields(obj) -> set[str]:
+    return {f.name for f in dataclasses.fields(obj)}
+
+
+def _spec_fields(task) -> set[str]:
+    return _fields(task.small) - {"family"}         # the family is the task's, not a setting
+
+
 def task_keys(task) -> set[str]:
     """Every key that means the same to any method: recipe, small_recipe.*, small.* / large.*, data, strategies."""
     from runs.strategies import FIELDS as strategy_keys
-    recipe = {f.name for f in dataclasses.fields(task.recipe)}
-    specs = {f"{which}.{f.name}" for which in SPECS for f in dataclasses.fields(task.small) if f.name != "family"}
+    recipe = _fields(task.recipe)
+    specs = {f"{which}.{name}" for which in SPECS for name in _spec_fields(task)}
     return recipe | {SMALL_RECIPE + name for name in recipe} | specs | set(TASK_KEYS) | set(strategy_keys)
 
 
@@ -76,7 +84,7 @@ def route(task, method_cls, items) -> tuple[object, dict, dict]:
     from models.family import unknown
     from runs.strategies import FIELDS as strategy_keys
     options_fields = config_fields(method_cls)
-    recipe_keys = {f.name for f in dataclasses.fields(task.recipe)}
+    recipe_keys, spec_fields = _fields(task.recipe), _spec_fields(task)
     recipe, small_recipe, specs, changes, options, strategies = {}, {}, {w: {} for w in SPECS}, {}, {}, {}
     for key, raw in items:
         which, _, name = key.partition(".")
@@ -87,7 +95,7 @@ def route(task, method_cls, items) -> tuple[object, dict, dict]:
             recipe[key] = coerce(key, raw, getattr(task.recipe, key))
         elif key.startswith(SMALL_RECIPE) and name in recipe_keys:
             small_recipe[name] = coerce(key, raw, getattr(task.small_recipe, name))
-        elif which in SPECS and name != "family" and name in {f.name for f in dataclasses.fields(task.small)}:
+        elif which in SPECS and name in spec_fields:
             specs[which][name] = coerce(key, raw, getattr(getattr(task, which), name))
         elif key in TASK_KEYS:      # a path or a name: command-line text verbatim (a path "1e-4" stays one)
             changes[key] = raw if raw is None or isinstance(raw, str) else str(raw)
