@@ -39,7 +39,7 @@ def test_flops_count_the_positions_decoded(family):
         fam.loss(model, batch).backward()
     fwd = fam.batch_flops(spec, batch)
     assert fam.head_tokens(batch) == int((batch["labels"] != -100).sum()) < batch["input_ids"].numel()
-    assert fwd.total + backward_flops(fwd) == pytest.approx(counter.get_total_flops(), rel=0.02)
+    assert fwd.total + backward_flops(fwd) == counter.get_total_flops()
     dense = fam.forward_flops(spec, *batch["input_ids"].shape)
     assert dense.head > fwd.head           # what the dense head would have cost
 

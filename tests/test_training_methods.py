@@ -58,7 +58,7 @@ def measured(model, batch, stage=EVERYTHING, strategies=None, method=None, step=
 def test_ledger_counts_frozen_blocks(family, trainable):
     model, batch = model_of(family), fake_batch(SPECS[family])
     ledger, counted, _ = measured(model, batch, Stage("s", 10, frozenset(trainable)))
-    assert ledger.total == pytest.approx(counted, rel=0.02)
+    assert ledger.total == counted
     blocks = get_family(family).blocks(model)
     for i, block in enumerate(blocks):
         grads = [p.grad for p in block.parameters()]
@@ -83,7 +83,7 @@ def test_ledger_charges_the_teacher(family):
     batch = fake_batch(task.large)
     ledger, counted, _ = measured(student, batch, method=method, step=0, total=10)
     assert ledger.counts["teacher"] == get_family(family).batch_flops(task.small, batch).total > 0
-    assert ledger.total == pytest.approx(counted, rel=0.02)
+    assert ledger.total == counted
     assert all(p.grad is None for p in method.teacher.parameters()) and not method.teacher.training
 
 
@@ -127,10 +127,10 @@ def test_ledger_skips_dropped_layers(family):
                 break
     ledger, counted, plan = measured(model, batch, strategies=strategies, index=index)
     assert len(plan.tokens) < SPECS[family].layers
-    assert ledger.total == pytest.approx(counted, rel=0.02)
+    assert ledger.total == counted
     # and with a frozen bottom (MSLT and layer dropping together)
     ledger, counted, _ = measured(model, batch, Stage("s", 10, frozenset({3, 4})), strategies=strategies, index=index)
-    assert ledger.total == pytest.approx(counted, rel=0.02)
+    assert ledger.total == counted
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -138,7 +138,7 @@ def test_ledger_skips_dropped_tokens(family):
     spec = SPECS[family]
     model, batch = model_of(family), fake_batch(spec)
     ledger, counted, plan = measured(model, batch, strategies=Strategies(token_drop=0.3))
-    assert ledger.total == pytest.approx(counted, rel=0.02)
+    assert ledger.total == exact_but_cait(counted, family)
     assert [i for i, share in plan.tokens.items() if share < 1] == [2, 3]      # the middle blocks [L/2, L-1)
     kept = plan.kept
     if family == "bert":                           # masked (scored) positions are never set aside
@@ -147,7 +147,13 @@ def test_ledger_skips_dropped_tokens(family):
     if family == "vit":                            # nor the class token
         assert (kept[:, 0] == 0).all()
     ledger, counted, _ = measured(model, batch, Stage("s", 10, frozenset({3, 4})), strategies=Strategies(token_drop=0.3))
-    assert ledger.total == pytest.approx(counted, rel=0.02)
+    assert ledger.total == exact_but_cait(counted, family)
+
+
+def exact_but_cait(counted, family):
+    """The ledger is exact with tokens set aside, except CaiT's talking-heads mixes: booked as weight matmuls
+    (a share r of the tokens costs r), they grow with r^2 (models/flops.ran_forward says so); ~1e-3 here."""
+    return pytest.approx(counted, rel=2e-3) if family == "cait" else counted
 
 
 def test_tokens_set_aside_keep_their_rotary_positions():
