@@ -17,19 +17,6 @@ import sys
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def split_eval_settings(settings: list[str], evaluate_only: bool) -> tuple[list[str], list[str]]:
-    """--set items -> (training, evaluation): "eval.KEY=V" always goes to the evaluation (tasks/evals); with
-    --evaluate (nothing is trained) every item does. Here, not in tasks/evals, so that training never imports
-    the evaluation code."""
-    train, ev = [], []
-    for item in settings:
-        if item.startswith("eval."):
-            ev.append(item[len("eval."):])
-        else:
-            (ev if evaluate_only else train).append(item)
-    return train, ev
-
-
 def resolve_device(name: str) -> str:
     """--device: `auto` is cuda when a GPU is there, else cpu; an explicit cuda without one is refused."""
     import torch
@@ -123,8 +110,8 @@ def train_main(args) -> int:
         if args.method not in METHODS:
             raise KeyError(unknown("method", args.method, METHODS))
         task = get_task(args.task, scale=args.scale)
+        from runs.settings import route, split_eval_settings, split_item
         train_settings, eval_settings = split_eval_settings(args.settings, evaluate_only=False)
-        from runs.settings import route, split_item
         from runs.strategies import strategies_from_settings
         task, method_options, chosen = route(task, METHODS[args.method], [split_item(i) for i in train_settings])
         strategies = strategies_from_settings(chosen)
@@ -204,6 +191,7 @@ def evaluate_main(args) -> int:
             raise ValueError("--evaluate RUN_DIR evaluates an existing run: give no --method/--task/--eval")
         args.device = resolve_device(args.device)
         from runs.evaluation import pretrained_from_run, run_and_report
+        from runs.settings import split_eval_settings
         from tasks.evals import prepare
         pre = pretrained_from_run(args.evaluate)
         _, settings = split_eval_settings(args.settings, evaluate_only=True)

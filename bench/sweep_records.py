@@ -110,19 +110,24 @@ def twin_name(path: Path, twin: Path) -> str:
     return twin.name if twin.parent == path.parent else f"{twin.parent.name}/{twin.name}"
 
 
-def evaluate(run: Path, suites: list[str], device: str, log) -> None:
-    """Downstream evaluation (tasks/evals) of a finished run, for the suites eval.json does not hold yet;
-    it needs the exported model, so it runs before any pruning."""
-    path = run / EVAL_FILE
-    have = set((read_json(path).get("suites") or {}) if path.exists() else ())
-    todo = [s for s in suites if s not in have]
+def evaluate(run: Path, suites: list[str], options, log) -> None:
+    """Downstream evaluation (tasks/evals) of a finished run, for the suites eval.json does not hold yet, with
+    `options` (tasks.evals.EvalOptions: --set eval.KEY=VALUE); it needs the exported model, so it runs before any
+    pruning."""
+    todo = suites_not_evaluated(run, suites)
     if not todo:
         return
     if not (run / "model").is_dir():
         raise FileNotFoundError(f"{run}: no model/ to evaluate (pruned?); re-run it without --prune")
     from runs.evaluation import evaluate_run
-    from tasks.evals import EvalOptions
-    evaluate_run(run, todo, options=EvalOptions(device=device), log=lambda msg: log(f"    {msg}"))
+    evaluate_run(run, todo, options=options, log=lambda msg: log(f"    {msg}"))
+
+
+def suites_not_evaluated(run: Path, suites: list[str]) -> list[str]:
+    """The suites of `suites` the run's eval.json does not hold yet."""
+    path = run / EVAL_FILE
+    have = set((read_json(path).get("suites") or {}) if path.exists() else ())
+    return [s for s in suites if s not in have]
 
 
 def prune(run: Path) -> None:

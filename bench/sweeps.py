@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.sweep_records import (copy_small_record, evaluate, find_twin, prune, record_as_twin, small_record_source,
-                                 stale_reason, status, twin_name)
+                                 stale_reason, status, suites_not_evaluated, twin_name)
 
 ALL_METHODS = ("scratch", "stackbert", "interpolation", "mslt", "net2net", "bert2bert", "ki", "ligo")
 
@@ -137,7 +137,7 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
           "DeiT pair, with the task's schedule and with 43.3% of its steps", lemon_entries),
 ]}
 # the committed mini-scale comparison: BERT with every method, a GPT-2 and a vision comparison
-SWEEPS["mini"] = Sweep("mini", "the committed mini-scale results (bert + gpt2 + deit)",
+SWEEPS["mini"] = Sweep("mini", "the three main comparisons (bert + gpt2 + deit: Tables 1-2, Figures 2(a-b), 3(c), 4)",
                        lambda scale: [e for n in ("bert", "gpt2", "deit") for e in SWEEPS[n].entries(scale)])
 BEYOND_PAPER = ("llama", "lemon")     # not the paper's: `all` leaves them out
 SWEEPS["all"] = Sweep("all", "every table and figure",
@@ -224,17 +224,19 @@ def train(task, method, strategies, path: Path, seed: int, device: str, resume: 
 
 
 def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tuple,
-               eval_suites: list[str] | None) -> None:
+               eval_suites: list[str] | None, eval_options) -> None:
     """Refuse, before any run trains, what would fail a run later: a bad value refused at the fifth entry must not
     come after four runs of an hour each. Every entry is built once (task, recipe, method options); every run
     directory must be creatable, or hold a readable run record; the run's inputs (seed, data path, the method's
-    constraints on the pair) and the --eval suites must be accepted, and the suites' data loadable. Each run
-    then builds its own method (methods keep state: LiGO's operator, KI's teacher)."""
+    constraints on the pair) and the --eval suites must be accepted, the suites' data loadable, and a complete run
+    they have not evaluated must still hold its model (not pruned). Each run then builds its own method (methods
+    keep state: LiGO's operator, KI's teacher)."""
     from runs.experiment import check_inputs
     from runs.preflight import check_out, inspect_out
     from runs.record import CONFIG, SUMMARY
-    from tasks.evals import EvalOptions, check_data, model_kind, plan as plan_suites
+    from tasks.evals import check_data, model_kind, plan as plan_suites
     built: dict[Entry, tuple | None] = {}
+    pruned: list[Path] = []                    # complete, not evaluated on eval_suites, and no model/ left
     checked: set[tuple] = set()                # the suites' data is loaded once per kind of model
     for entry, seed in todo:
         if entry not in built:
@@ -255,22 +257,36 @@ def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tup
         kind = (model_kind(task.family), task.scale, tuple(task.evals))
         if eval_suites and kind not in checked:
             checked.add(kind)
-            check_data(plan_suites(kind[0], eval_suites, None, task.scale, task.evals), EvalOptions())
+            check_data(plan_suites(kind[0], eval_suites, None, task.scale, task.evals), eval_options)
+        if (eval_suites and (path / SUMMARY).exists() and not (path / "model").is_dir()
+                and suites_not_evaluated(path, eval_suites)):
+            pruned.append(path)
+    if pruned:
+        raise ValueError(f"--eval {' '.join(eval_suites)}: {len(pruned)} complete run(s) were pruned before this "
+                         f"evaluation and hold no model/ to evaluate (first: {pruned[0]}); leave out --eval, or "
+                         "give another --out to train them again")
 
 
 def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = None, out: Path | None = None,
               only: list[str] | None = None, dry_run: bool = False, prune_done: bool = False,
               device: str = "cpu", common: tuple = (), eval_suites: list[str] | None = None,
-              log=print) -> dict[str, list[str]]:
+              eval_settings: tuple[str, ...] = (), log=print) -> dict[str, list[str]]:
     """Run (or with dry_run, list) every (entry, seed) of the named sweeps, evaluate them downstream on
-    `eval_suites` (and the small models they grew from), prune; returns runs by outcome."""
+    `eval_suites` (and the small models they grew from) with `eval_settings` ("KEY=VALUE" of
+    tasks.evals.EvalOptions, run.py's --set eval.KEY=VALUE), prune; returns runs by outcome."""
     seeds = seeds if seeds is not None else ([0] if scale == "paper" else [0, 1])
     from runs.experiment import OUT_ROOT, SEED_LIMIT
     out = OUT_ROOT if out is None else out
     if any(not 0 <= seed < SEED_LIMIT for seed in seeds):
         raise ValueError(f"--seeds must be integers in [0, 2**63), got {' '.join(map(str, seeds))}")
+    if eval_settings and not eval_suites:
+        raise ValueError("--set eval.* settings need --eval SUITE (they set the downstream evaluation)")
+    eval_options = None
+    if eval_suites:
+        from tasks.evals import EvalOptions
+        eval_options = EvalOptions.parse(list(eval_settings), device=device)
     todo = plan(names, scale, seeds, only)
-    check_plan(todo, Path(out), scale, common, eval_suites)
+    check_plan(todo, Path(out), scale, common, eval_suites, eval_options)
     outcome: dict[str, list[str]] = {"done": [], "ran": [], "same computation": [], "stale": [], "unavailable": [],
                                      "failed": [], "planned": []}
     for i, (entry, seed) in enumerate(todo, 1):
@@ -309,7 +325,7 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
             step = "evaluation"
             for target in ([path, small_record_source(path)] if eval_suites else []):
                 if target is not None:
-                    evaluate(target, eval_suites, device, log)
+                    evaluate(target, eval_suites, eval_options, log)
         except Exception as e:
             log(f"{where}: {step} FAILED {type(e).__name__}: {e}")
             log("".join(traceback.format_exception(e)[-3:]))
@@ -338,7 +354,8 @@ def main(argv=None) -> int:
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="for every run, as run.py --set: a recipe field (small_recipe.FIELD: the small model's "
                         "pretraining), a model-spec field (large.FIELD, small.FIELD), a training strategy or method "
-                        "option, e.g. --set data_path=/data/wiki")
+                        "option, e.g. --set data_path=/data/wiki; eval.KEY=VALUE sets the --eval fine-tuning "
+                        "(eval.seeds=0,1,2)")
     p.add_argument("--eval", nargs="+", metavar="SUITE", help="evaluate each finished run (and its small model) "
                    "downstream with these tasks/evals suites before pruning, e.g. --eval mini, --eval glue squad")
     p.add_argument("--list", action="store_true")
@@ -358,10 +375,11 @@ def main(argv=None) -> int:
     try:
         from run import resolve_device   # the one definition of --device (run.py at the repository root)
         args.device = resolve_device(args.device)
-        from runs.settings import split_item     # the one definition of --set (run.py's too)
-        common = tuple(split_item(item) for item in args.settings)
+        from runs.settings import split_eval_settings, split_item   # the one definition of --set (run.py's too)
+        train_settings, eval_settings = split_eval_settings(args.settings, evaluate_only=False)
+        common = tuple(split_item(item) for item in train_settings)
         result = run_sweep(args.names, args.scale, args.seeds, args.out, args.methods, args.dry_run, args.prune,
-                           args.device, common, args.eval)
+                           args.device, common, args.eval, tuple(eval_settings))
     except (KeyError, ValueError, OSError) as e:      # OSError: a data path or --out that cannot be used
         from run import error_line
         print(error_line(e), file=sys.stderr)

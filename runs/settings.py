@@ -15,6 +15,20 @@ import dataclasses
 SPECS = ("small", "large")
 SMALL_RECIPE = "small_recipe."
 TASK_KEYS = ("data_path", "tokenizer")
+EVAL = "eval."
+
+
+def split_eval_settings(settings: list[str], evaluate_only: bool) -> tuple[list[str], list[str]]:
+    """--set items -> (training, evaluation): "eval.KEY=V" always goes to the downstream evaluation (tasks/evals,
+    which parses it); with run.py --evaluate (nothing is trained) every item does. Plain text here, so that
+    training never imports the evaluation code."""
+    train, ev = [], []
+    for item in settings:
+        if item.startswith(EVAL):
+            ev.append(item[len(EVAL):])
+        else:
+            (ev if evaluate_only else train).append(item)
+    return train, ev
 
 
 def parse_value(text: str):

@@ -144,3 +144,25 @@ def test_a_method_default_added_for_another_method_makes_no_record_stale_or_unre
     check_resumable(run, older, config, None)
     with pytest.raises(ValueError, match=r"differs in: recipe"):
         check_resumable(run, older, {**config, "task": {**config["task"], "recipe": {}}}, None)
+
+
+def test_sweep_eval_settings_reach_the_evaluation_and_a_pruned_run_is_refused_before_anything(tmp_path, monkeypatch,
+                                                                                              capsys):
+    """--set eval.KEY=VALUE sets the fine-tuning of --eval as it does run.py's; a complete run pruned before it was
+    evaluated holds no model to evaluate, refused up front (one line, exit 2, nothing written) rather than failing
+    after every other run of the sweep."""
+    import bench.sweeps as sweeps
+    out, seen = tmp_path / "out", []
+    monkeypatch.setattr(sweeps, "evaluate", lambda run, suites, options, log: seen.append((run.name, suites, options)))
+    args = ["bert", "--scale", "tiny", "--seeds", "0", "--methods", "scratch", "--out", str(out)]
+    assert sweeps.main([*args, "--eval", "mini", "--set", "eval.seeds=0,1", "--set", "eval.epochs=2"]) == 0
+    assert [(run, suites) for run, suites, _ in seen] == [("scratch-s0", ["mini"])]
+    assert (seen[0][2].seeds, seen[0][2].epochs) == ((0, 1), 2)
+    monkeypatch.undo()
+    assert sweeps.main([*args, "--prune"]) == 0            # complete, then pruned: no model/ left, no eval.json
+    capsys.readouterr()
+    before = sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*"))
+    assert sweeps.main([*args, "--eval", "mini"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --eval mini: 1 complete run(s) were pruned before this evaluation") and "\n" not in err
+    assert sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*")) == before
