@@ -76,10 +76,25 @@ def measure(name: str, args: list[str], work: Path, log) -> float:
     return seconds
 
 
-def row(name: str, args: list[str], seconds: float, kind: str, scale: str) -> dict:
+def row(name: str, args: list[str], seconds: float, kind: str, scale: str, runs: list[dict] | None = None) -> dict:
     target = TARGETS_S.get((name, kind)) if scale == "mini" else None
     return {"measure": name, "command": "python " + " ".join(args), "seconds": round(seconds, 1),
-            "target_s": target, "within": None if target is None else seconds <= target}
+            "target_s": target, "within": None if target is None else seconds <= target, "runs": runs or []}
+
+
+def runs_in(work: Path) -> list[dict]:
+    """Where a measurement's time went, from the records its command wrote under `work` (the small model's
+    pretraining in cache/small, each large run): the record's training wall time (evaluations excluded),
+    steps, seconds a step and final eval loss. The rest of the process's time is start-up, evaluation, export."""
+    from runs.record import SUMMARY, read_json
+    rows = []
+    for summary in sorted(work.rglob(SUMMARY)):
+        record = read_json(summary)
+        wall, steps = record.get("wall"), record.get("step")
+        rows.append({"run": str(summary.parent.relative_to(work)), "wall_s": None if wall is None else round(wall, 1),
+                     "steps": steps, "s_per_step": round(wall / steps, 3) if wall and steps else None,
+                     "eval_loss": record.get("eval_loss")})
+    return rows
 
 
 def table(rows: list[dict], device_name: str) -> str:
@@ -89,7 +104,17 @@ def table(rows: list[dict], device_name: str) -> str:
         within = "--" if r["within"] is None else ("yes" if r["within"] else "**no**")
         lines.append(f"| {r['measure']} | `{r['command']}` | {r['seconds']:.0f} s ({r['seconds'] / 60:.1f} min) | "
                      f"{target} | {within} |")
+    runs = [(r["measure"], run) for r in rows for run in r.get("runs", [])]
+    if runs:
+        lines += ["", "| measure | run record | training wall | steps | s / step | final eval loss |",
+                  "|---|---|---:|---:|---:|---:|"]
+        lines += [f"| {m} | {run['run']} | {_num(run['wall_s'], '.0f', ' s')} | {run['steps']} | "
+                  f"{_num(run['s_per_step'], '.3f')} | {_num(run['eval_loss'], '.4f')} |" for m, run in runs]
     return "\n".join(lines)
+
+
+def _num(value, spec: str, unit: str = "") -> str:
+    return "--" if value is None else f"{value:{spec}}{unit}"
 
 
 def main(argv=None) -> int:
@@ -114,7 +139,8 @@ def main(argv=None) -> int:
         rows = []
         for name in args.only:
             cmd = command(name, args.scale, args.seed, args.device, work / name)
-            rows.append(row(name, cmd, measure(name, cmd, work / name, log), kind, args.scale))
+            seconds = measure(name, cmd, work / name, log)
+            rows.append(row(name, cmd, seconds, kind, args.scale, runs_in(work / name)))
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -42,6 +42,13 @@ def test_readme_measurement_starts_cold_and_writes_its_time(tmp_path):
     # the run and the small model it pretrained are inside the measurement's own folder: nothing was cached
     assert (work / "readme" / "bert_small_base-tiny" / "ligo-s0" / "summary.json").exists()
     assert list((work / "readme" / "cache" / "small").glob("bert_small_base-tiny-s0-*/summary.json"))
+    # where the time went, from those two records: the small model's pretraining and the LiGO run
+    runs = {run["run"].split("/")[-1].split("-s0")[0]: run for run in r["runs"]}
+    assert set(runs) == {"bert_small_base-tiny", "ligo"}, runs
+    for run in runs.values():
+        assert 0 < run["wall_s"] < r["seconds"] and run["steps"] > 0 and run["eval_loss"] > 0
+        assert run["s_per_step"] == pytest.approx(run["wall_s"] / run["steps"], abs=0.05 / run["steps"] + 1e-3)
+    assert "| readme | bert_small_base-tiny/ligo-s0 |" in result["table"]
 
 
 def test_a_failing_command_is_an_error_not_a_time(tmp_path, monkeypatch, capsys):
