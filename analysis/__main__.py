@@ -95,9 +95,18 @@ def remove_stale(out: Path, written: list[Path]) -> int:
     return len(before - now)
 
 
+RUN_RECORD = ("config.json", "metrics.jsonl")   # a folder holding these is a run's record (runs/record.py)
+
+
 def check_args(args) -> str | None:
     """Why these arguments cannot work (one line), or None: checked before a file is written, so a typo in
-    --formats does not come after twenty files."""
+    --formats does not come after twenty files. --out must be new, empty, or an earlier analysis's output (it
+    holds the .written list): another folder's files (a user's report.md) would be overwritten, and a run
+    record would be mixed with tables."""
+    for flag, name in (("--runs", "runs"), ("--out", "out")):
+        if getattr(args, name) == "":                  # Path("") would be "." silently
+            return f"{flag}: an empty path; give a directory (. for this one)"
+        setattr(args, name, Path(getattr(args, name)))
     if not args.runs.is_dir():
         return f"--runs {args.runs}: " + ("a file, not a directory" if args.runs.exists() else "no such directory")
     from matplotlib.backend_bases import FigureCanvasBase
@@ -112,13 +121,21 @@ def check_args(args) -> str | None:
         return f"--out {args.out}: {'it' if existing == args.out.absolute() else existing} is a file, not a directory"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"--out {args.out}: cannot write in {existing}"
+    for folder in (existing, *existing.parents):
+        if all((folder / name).is_file() for name in RUN_RECORD):
+            return f"--out {args.out}: inside the run record {folder}; give a folder outside any run"
+    out = args.out.absolute()
+    if out.is_dir() and not (out / MANIFEST).exists() and any(out.iterdir()):
+        return (f"--out {args.out}: holds files that no earlier analysis wrote (no {MANIFEST} list), which this one "
+                "could overwrite; give a new or empty folder, or one an analysis wrote")
     return None
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n")[0])
-    p.add_argument("--runs", required=True, type=Path, help="directory searched (recursively) for run records")
-    p.add_argument("--out", required=True, type=Path, help="where tables, figures and report.md go")
+    p.add_argument("--runs", required=True, help="directory searched (recursively) for run records")
+    p.add_argument("--out", required=True, help="where tables, figures and report.md go (new, empty, or an "
+                   "earlier analysis's output)")
     p.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats (default: png pdf)")
     args = p.parse_args(argv)
     t0 = time.perf_counter()

@@ -244,6 +244,9 @@ def bad_inputs(base: Path) -> None:
     (base / "orphan").mkdir()                               # checkpoint and metrics without their config.json
     (base / "orphan" / "checkpoint.pt").write_bytes(b"weights")
     (base / "orphan" / "metrics.jsonl").write_text('{"step": 4}\n')
+    (base / "arun").mkdir()                                 # a run's record
+    (base / "arun" / "config.json").write_text('{"method": {"name": "scratch"}}')
+    (base / "arun" / "metrics.jsonl").write_text('{"step": 0}\n')
 
 
 BAD = [  # (arguments, what the one-line error must say); {tmp}: the test's directory, --out {tmp}/out if none given
@@ -380,6 +383,11 @@ OTHER_CLIS = [  # (module, arguments, what the one-line error must say): refused
     ("analysis", ["--runs", "{tmp}/afile", "--out", "{tmp}/results"], "afile: a file, not a directory"),
     ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/results", "--formats", "png", "jpgx"],
      "--formats jpgx: not a figure format"),
+    # a folder no analysis wrote (a user's files could be overwritten), the current one by an empty path, a run
+    ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/exported"], "holds files that no earlier"),
+    ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", ""], "--out: an empty path"),
+    ("analysis", ["--runs", "", "--out", "{tmp}/results"], "--runs: an empty path"),
+    ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/arun/results"], "inside the run record"),
     ("bench.sweeps", ["bert", "--methods", "ligoo", "--dry-run"], "did you mean 'ligo'"),
     ("bench.sweeps", ["bertt", "--dry-run"], "unknown sweep 'bertt'; did you mean 'bert'"),
     # what would fail each run after training (or fail every run) is refused before the first one
