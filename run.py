@@ -24,8 +24,14 @@ def resolve_device(name: str) -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
         raise ValueError(f"unknown device '{name}'; known: auto, cpu, cuda, cuda:N")
+    index = name.partition(":")[2]
+    if name.startswith("cuda:") and not index.isdigit():
+        raise ValueError(f"unknown device '{name}'; known: auto, cpu, cuda, cuda:N (N a device index)")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"--device {name} asked for, but no CUDA device is available; use --device cpu (or auto)")
+    if index and int(index) >= torch.cuda.device_count():
+        raise ValueError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                         f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
     return name
 
 

@@ -29,7 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.cli import refused_as_one_line  # noqa: E402
+from bench.cli import check_result_file, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 
 README_COMMAND = ["run.py", "--method", "ligo", "--task", "bert_small_base"]
@@ -132,7 +132,10 @@ def main(argv=None) -> int:
         kind, device_name = resolved_device(args.device)
         if args.work is not None and args.work.exists():
             raise ValueError(f"--work {args.work} exists; give a new folder (the measurements must start cold)")
-    out = Path(args.out or ROOT / "bench" / "results" / f"budgets-{kind}.json")
+        from runs.experiment import check_seed
+        check_seed(args.seed)
+        out = Path(args.out or ROOT / "bench" / "results" / f"budgets-{kind}.json")
+        check_result_file(out)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     work = args.work or Path(tempfile.mkdtemp(prefix="growbench-budgets-")) / "work"
     try:

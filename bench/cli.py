@@ -18,6 +18,52 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (--threads: 0 keeps torch's default; -1 failed in every child)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (a peak of -5 TFLOP/s made a negative MFU)."""
+    import math
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def check_result_file(out) -> None:
+    """The result file can be written, checked before the measurement (which may take an hour): not a folder,
+    not under a file, in a folder this process may write in."""
+    import os
+    from pathlib import Path
+    path = Path(out).absolute()
+    if path.is_dir():
+        raise ValueError(f"--out {out}: a folder; give the result file's path (*.json)")
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"--out {out}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ValueError(f"--out {out}: cannot write there")
+
+
+def checked_device(name: str) -> str:
+    """--device as run.py reads it (auto, cpu, cuda, cuda:N; a GPU asked for must be there)."""
+    from run import resolve_device
+    return resolve_device(name)
+
+
 @contextmanager
 def refused_as_one_line():
     """Around the checks of a script's input: KeyError/ValueError become `error: ...` and exit 2. Only there:

@@ -23,7 +23,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.cli import positive_int, refused_as_one_line  # noqa: E402
+from bench.cli import check_result_file, checked_device, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 
 RUNS = Path(__file__).resolve().parents[1] / "runs" / "out" / "depth_probe"
@@ -97,6 +97,12 @@ def main(argv=None) -> int:
     args.out = args.out or str(Path(__file__).parent / "results" /
                                ("depth_probe.json" if args.seed == 0 else f"depth_probe-s{args.seed}.json"))
     with refused_as_one_line():          # an unknown task or scale, a vision task, a stale record: before anything trains
+        from runs.experiment import check_seed
+        from runs.preflight import check_out
+        check_seed(args.seed)
+        args.device = checked_device(args.device)
+        check_result_file(args.out)
+        check_out(args.runs, "--runs")
         from tasks import get_task
         task = get_task(args.task, args.scale)
         if task.objective == "image":

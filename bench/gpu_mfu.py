@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from bench.cli import positive_int  # noqa: E402
+from bench.cli import check_result_file, checked_device, positive_float, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from bench.throughput import raw_run, trainer_run  # noqa: E402
 from tasks import get_task  # noqa: E402
@@ -138,16 +138,16 @@ def main(argv=None):
     ap.add_argument("--no-bf16", dest="bf16", action="store_false")
     ap.add_argument("--compile", action="store_true", help="torch.compile the forward (trainer and raw loop)")
     ap.add_argument("--no-raw", action="store_true", help="time the trainer only")
-    ap.add_argument("--peak-tflops", type=float, default=None, help="override the peak lookup")
+    ap.add_argument("--peak-tflops", type=positive_float, default=None, help="override the peak lookup")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "gpu_mfu.json"))
     args = ap.parse_args(argv)
-    device = torch.device(args.device)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise SystemExit("no CUDA device (use --device cpu for a smoke test)")
+    with refused_as_one_line():
+        if args.steps < 3 * args.log_every:
+            raise ValueError(f"--steps must be at least 3 x --log-every ({3 * args.log_every})")
+        check_result_file(args.out)
+        device = torch.device(checked_device(args.device))   # a cuda without a GPU: use --device cpu (smoke test)
+    if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
-    if args.steps < 3 * args.log_every:
-        raise SystemExit(f"--steps must be at least 3 x --log-every ({3 * args.log_every})")
     rows = []
     for name in args.models:
         row = measure(name, args, device)

@@ -29,7 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.cli import check_known, refused_as_one_line  # noqa: E402
+from bench.cli import check_known, check_result_file, non_negative_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 
 PAIRS = ("bert_base_large", "gpt2_base_medium", "deit_s_b")
@@ -84,7 +84,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", nargs="+", default=list(PAIRS))
     ap.add_argument("--methods", nargs="+", default=sorted(METHODS))
-    ap.add_argument("--threads", type=int, default=1, help="torch threads in each measurement (0: default)")
+    ap.add_argument("--threads", type=non_negative_int, default=1, help="torch threads in each measurement (0: default)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "grow_cost.json"))
     ap.add_argument("--child", nargs=2, metavar=("PAIR", "METHOD"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -94,6 +94,7 @@ def main(argv=None):
     with refused_as_one_line():      # a typo was a row of 'error' in the result file, and exit 0
         check_known("pair", args.pairs, PAIRS)
         check_known("method", args.methods, METHODS)
+        check_result_file(args.out)
     rows = []
     for pair in args.pairs:
         for name in args.methods:
@@ -109,8 +110,13 @@ def main(argv=None):
                 print(f"{pair:17s} {name:14s} grow {row['grow_s']:7.2f} s   peak +{row['peak_rss_delta_mib']:7.0f} MiB "
                       f"(grown model {row['large_fp32_mib']:.0f} MiB fp32)", flush=True)
             rows.append(row)
+    failed = [f"{r['pair']} {r['method']}" for r in rows if "error" in r]
+    if failed:      # a result file of error rows would replace the committed one: nothing is written
+        print(f"error: {len(failed)} measurement(s) failed ({', '.join(failed)}); nothing written", file=sys.stderr)
+        return 1
     write_result(args.out, {"rows": rows, "threads": args.threads})
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from bench.cli import positive_int  # noqa: E402
+from bench.cli import check_result_file, checked_device, non_negative_int, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 import methods  # noqa: E402,F401
 from methods.ligo import FitSession, materialise_flops  # noqa: E402
@@ -127,12 +127,15 @@ def main(argv=None):
     ap.add_argument("--repeats", type=positive_int, default=15)
     ap.add_argument("--batch", type=positive_int, default=64)     # mini text recipe: batch 64, seq 64
     ap.add_argument("--seq", type=positive_int, default=64)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    ap.add_argument("--threads", type=non_negative_int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--device", default="cpu", help="cpu | cuda: where both steps run")
     ap.add_argument("--pair", default="mini", choices=sorted(PAIRS), help="mini BERT pair or BERT-Small->Base")
     ap.add_argument("--bf16", action="store_true", help="large forwards under bf16 autocast (the paper recipe on a GPU)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "ligo_fit_cost.json"))
     args = ap.parse_args(argv)
+    with refused_as_one_line():
+        args.device = checked_device(args.device)
+        check_result_file(args.out)
     if args.threads:      # on a shared CPU, one thread is less exposed to neighbours than a synchronised pair
         torch.set_num_threads(args.threads)
     timing = time_steps(args.repeats, args.batch, args.seq, args.pair, args.device, args.bf16)

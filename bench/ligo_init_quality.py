@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from bench.cli import refused_as_one_line  # noqa: E402
+from bench.cli import check_result_file, checked_device, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from methods import get_method  # noqa: E402
 from models import get_family  # noqa: E402
@@ -97,6 +97,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "ligo_init_quality.json"))
     args = ap.parse_args(argv)
     with refused_as_one_line():          # an unknown task or scale: before any model is pretrained or grown
+        from runs.experiment import check_seed
+        check_seed(args.seed)
+        args.device = checked_device(args.device)
+        check_result_file(args.out)
         for name in args.tasks:
             get_task(name, args.scale)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731

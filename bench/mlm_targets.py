@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from bench.cli import refused_as_one_line  # noqa: E402
+from bench.cli import check_result_file, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from models import get_family  # noqa: E402
 from runs.experiment import resolve_small, small_cache_dir  # noqa: E402
@@ -92,6 +92,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "mlm_targets.json"))
     args = ap.parse_args(argv)
     with refused_as_one_line():          # an unknown task or scale, or a task that is not a masked LM
+        from runs.experiment import check_seed
+        check_seed(args.seed)
+        check_result_file(args.out)
         tasks = [get_task(name, args.scale) for name in args.tasks]
         for task in tasks:
             if get_family(task.family).objective != "mlm":

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from transformers import get_scheduler  # noqa: E402
 
-from bench.cli import positive_int, refused_as_one_line  # noqa: E402
+from bench.cli import check_result_file, checked_device, non_negative_int, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from methods import get_method  # noqa: E402
 from models import get_family  # noqa: E402
@@ -113,7 +113,7 @@ def main(argv=None):
     ap.add_argument("--scale", default="mini")
     ap.add_argument("--steps", type=positive_int, default=60)
     ap.add_argument("--repeats", type=positive_int, default=5)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    ap.add_argument("--threads", type=non_negative_int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast in both loops")
     ap.add_argument("--log-every", type=positive_int, default=None, help="metrics row (flushed, fsync'ed) every N steps "
@@ -122,8 +122,11 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.threads:      # on a shared CPU, one thread is less exposed to neighbours than a synchronised pair
         torch.set_num_threads(args.threads)
+    tag = f"_log{args.log_every}" if args.log_every else ""
+    out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"throughput_{args.scale}{tag}.json"
     with refused_as_one_line():
-        device = torch.device(args.device)
+        check_result_file(out)
+        device = torch.device(checked_device(args.device))
         task = get_task(args.task, scale=args.scale)
         # evaluation only at the very end, outside the window; rows every log_every steps as in a real run; the
         # warm-up capped at the run (the mini recipes warm up for 100 steps: a 60-step run was refused)
@@ -169,8 +172,6 @@ def main(argv=None):
           f"(median of {args.repeats}, alternating; paired median {result['paired_ratio_median']:.3f}; fastest "
           f"{r.log_every}-step chunks {result['fastest_chunk_ratio']:.3f}; target >= 0.97); trainer's own cost "
           f"{overhead_ms:.2f} ms per step against a {result['raw_step_ms']:.1f} ms step")
-    tag = f"_log{args.log_every}" if args.log_every else ""
-    out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"throughput_{args.scale}{tag}.json"
     write_result(out, result)
 
 

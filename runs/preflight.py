@@ -95,18 +95,18 @@ def check_resumable(out: Path, old: dict, config: dict, small: dict | None) -> N
                                f"small model, not {where(small)}")
 
 
-def check_out(out: Path) -> None:
+def check_out(out: Path, flag: str = "--out") -> None:
     """The run directory must be creatable and writable: one line for a path under a file, no permission, or
-    a read-only file system (checked before anything is written)."""
+    a read-only file system (checked before anything is written). `flag`: the option that named it."""
     existing = Path(out).absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        where = f"--out {out} is" if existing == Path(out).absolute() else f"--out {out}: {existing} is"
+        where = f"{flag} {out} is" if existing == Path(out).absolute() else f"{flag} {out}: {existing} is"
         raise ValueError(f"{where} a file, not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         readonly = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
-        raise ValueError(f"--out {out}: cannot write in {existing} "
+        raise ValueError(f"{flag} {out}: cannot write in {existing} "
                          f"({'read-only file system' if readonly else 'permission denied'})")
 
 

@@ -429,7 +429,18 @@ BENCH_CLIS = [  # (benchmark module, arguments, what its error must say): refuse
     ("depth_probe", ["--task", "bert_depth_onl"], "did you mean 'bert_depth_only'"),
     ("depth_probe", ["--task", "deit_s_b"], "deit_s_b is a vision task"),
     ("depth_probe", ["--layers", "2", "0"], "--layers: must be an integer >= 1, got 0"),
+    # threads, devices, seeds and peaks: each failed inside the measurement (or every grow_cost child) before
+    ("grow_cost", ["--threads", "-1"], "--threads: must be an integer >= 0, got -1"),
+    ("throughput", ["--threads", "-1"], "--threads: must be an integer >= 0, got -1"),
+    ("throughput", ["--device", "bogus"], "unknown device 'bogus'"),
+    ("ligo_fit_cost", ["--device", "cuda:x"], "unknown device 'cuda:x'"),
+    ("ligo_init_quality", ["--seed", "-1"], "--seed must be an integer in [0, 2**63), got -1"),
+    ("mlm_targets", ["--seed", "-1"], "--seed must be an integer in [0, 2**63), got -1"),
+    ("depth_probe", ["--seed", "-1"], "--seed must be an integer in [0, 2**63), got -1"),
+    ("budgets", ["--seed", "-1", "--device", "cpu"], "--seed must be an integer in [0, 2**63), got -1"),
+    ("gpu_mfu", ["--device", "cpu", "--peak-tflops", "-5"], "--peak-tflops: must be a finite number > 0, got -5"),
 ]
+BENCH_SCRIPTS = sorted({c[0] for c in BENCH_CLIS} | {"gpu_mfu", "budgets", "mlm_targets"})
 
 
 @pytest.mark.parametrize("module,args,needle", BENCH_CLIS, ids=[f"{c[0]}-{c[2][:20]}" for c in BENCH_CLIS])
@@ -444,6 +455,34 @@ def test_benchmark_clis_refuse_bad_input_in_one_line_and_write_nothing(module, a
     err = capsys.readouterr().err.strip().splitlines()
     assert needle in err[-1], err
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("module", BENCH_SCRIPTS)
+def test_benchmark_result_file_is_checked_before_the_measurement(module, tmp_path, capsys):
+    """--out a folder (or under a file) was a traceback after the measurement, its result lost."""
+    import importlib
+    main = importlib.import_module(f"bench.{module}").main
+    (tmp_path / "afile").write_text("mine")
+    for out, needle in ((tmp_path, "a folder; give the result file's path"),
+                        (tmp_path / "afile" / "r.json", "afile is a file, not a folder")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--device", "cpu", "--out", str(out)] if module in ("gpu_mfu", "budgets") else ["--out", str(out)])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert needle in err[-1], err
+    assert [p.name for p in tmp_path.iterdir()] == ["afile"] and (tmp_path / "afile").read_text() == "mine"
+
+
+def test_grow_cost_writes_no_result_when_a_measurement_failed(tmp_path, monkeypatch, capsys):
+    """A failing child was an "error" row in the result file (which replaces the committed one) and exit 0."""
+    import subprocess
+
+    import bench.grow_cost as grow_cost
+    monkeypatch.setattr(grow_cost.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "boom\n"))
+    out = tmp_path / "grow.json"
+    assert grow_cost.main(["--pairs", "deit_s_b", "--methods", "scratch", "--out", str(out)]) == 1
+    assert "1 measurement(s) failed (deit_s_b scratch); nothing written" in capsys.readouterr().err
+    assert not out.exists()
 
 
 DAMAGED_RUNS = [({"summary.json": "{}"}, "summary.json but no config.json"),
@@ -502,3 +541,22 @@ def test_every_allowed_schedule_is_one_the_trainer_can_drive():
 def test_os_errors_print_their_reason_and_path_not_their_number():
     assert run.error_line(FileExistsError(17, "File exists", "/x/run")) == "error: /x/run: File exists"
     assert run.error_line(FileNotFoundError("no such thing\nsecond line")) == "error: no such thing second line"
+
+
+def test_device_names_are_checked_against_the_machine(monkeypatch):
+    """`cuda:abc` was let through to torch.device (a traceback), `cuda:7` on a one-GPU machine to the first
+    tensor moved; both are refused in one line, as a cuda without a GPU is. (A GPU is simulated: the check
+    reads only is_available and device_count.)"""
+    import torch
+
+    from run import resolve_device
+    assert resolve_device("cpu") == "cpu"
+    with pytest.raises(ValueError, match="unknown device 'cuda:abc'"):
+        resolve_device("cuda:abc")
+    with pytest.raises(ValueError, match="unknown device 'gpu'"):
+        resolve_device("gpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert [resolve_device(name) for name in ("auto", "cuda", "cuda:0")] == ["cuda", "cuda", "cuda:0"]
+    with pytest.raises(ValueError, match="this machine has 1 CUDA device"):
+        resolve_device("cuda:7")
