@@ -116,10 +116,12 @@ def train_main(args) -> int:
         if args.method not in METHODS:
             raise KeyError(unknown("method", args.method, METHODS))
         task = get_task(args.task, scale=args.scale)
-        from runs.settings import route, split_eval_settings, split_item
+        from runs.settings import check_repeated, route, split_eval_settings, split_item
         train_settings, eval_settings = split_eval_settings(args.settings, evaluate_only=False)
         from runs.strategies import strategies_from_settings
-        task, method_options, chosen = route(task, METHODS[args.method], [split_item(i) for i in train_settings])
+        items = [split_item(i) for i in train_settings]
+        check_repeated(items)
+        task, method_options, chosen = route(task, METHODS[args.method], items)
         strategies = strategies_from_settings(chosen)
         if args.small and any(item.startswith("small_recipe.") for item in train_settings):
             raise ValueError("--set small_recipe.* changes the small model's pretraining, which --small skips "
@@ -147,6 +149,17 @@ def train_main(args) -> int:
         elif args.suite or args.only or eval_settings:
             what = "--suite/--only" if args.suite or args.only else "--set eval.* settings"
             raise ValueError(f"{what} need --eval or --evaluate RUN_DIR (they set the downstream evaluation)")
+        if args.fsdp and int(os.environ.get("WORLD_SIZE", "1")) <= 1:   # one process: there is nothing to shard
+            raise ValueError("--fsdp shards the model over torchrun's processes; run under torchrun --nproc-per-node "
+                             "N (N >= 2), or drop --fsdp")
+        if args.resume:        # a typo in --out would otherwise start a fresh run, silently
+            from pathlib import Path
+
+            from runs.experiment import default_out
+            where = Path(args.out) if args.out else default_out(task, method, args.seed, strategies)
+            if not where.exists():
+                raise ValueError(f"--resume: {where} does not exist, so there is nothing to resume; drop --resume "
+                                 "to start the run there")
         out = run_experiment(task, method, seed=args.seed, device=device, out=args.out, small=args.small,
                              resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
                              log=lambda msg: print(msg, file=sys.stderr) if distributed.is_main() else None,
@@ -195,6 +208,14 @@ def evaluate_main(args) -> int:
     try:
         if args.method or args.task or args.eval:
             raise ValueError("--evaluate RUN_DIR evaluates an existing run: give no --method/--task/--eval")
+        # what trains or names a run's output means nothing here (eval.json goes into RUN_DIR): refused, not ignored
+        training = [flag for flag, given in (("--out", args.out), ("--steps", args.steps is not None),
+                                             ("--small", args.small), ("--resume", args.resume),
+                                             ("--overwrite", args.overwrite), ("--fsdp", args.fsdp),
+                                             ("--compile", args.compile is not None)) if given]
+        if training:
+            raise ValueError(f"--evaluate RUN_DIR writes into RUN_DIR/eval.json and trains nothing: drop "
+                             f"{', '.join(training)}")
         args.device = resolve_device(args.device)
         from runs.evaluation import pretrained_from_run, run_and_report
         from runs.settings import split_eval_settings

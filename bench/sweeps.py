@@ -375,9 +375,10 @@ def main(argv=None) -> int:
     try:
         from run import resolve_device   # the one definition of --device (run.py at the repository root)
         args.device = resolve_device(args.device)
-        from runs.settings import split_eval_settings, split_item   # the one definition of --set (run.py's too)
+        from runs.settings import check_repeated, split_eval_settings, split_item   # one --set (run.py's too)
         train_settings, eval_settings = split_eval_settings(args.settings, evaluate_only=False)
         common = tuple(split_item(item) for item in train_settings)
+        check_repeated(common)
         result = run_sweep(args.names, args.scale, args.seeds, args.out, args.methods, args.dry_run, args.prune,
                            args.device, common, args.eval, tuple(eval_settings))
     except (KeyError, ValueError, OSError) as e:      # OSError: a data path or --out that cannot be used

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Iterator
 import torch
 from torch import nn
 
-from tasks.rules import Rule
+from tasks.rules import SEED_RULE, Rule
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Config:
 
 def check_config(method: str, config: Config) -> None:
     """Raise the one-line ValueError of the first option of `config` that breaks its rules (see Config)."""
-    rules = {}
+    rules = {"seed": SEED_RULE}       # every method's seed option (its draws' generator): as run.py --seed
     for cls in reversed(type(config).__mro__):
         rules.update(vars(cls).get("RULES", {}))
     for field in dataclasses.fields(config):

@@ -20,11 +20,11 @@ import torch
 from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical, stack_sources
 from methods.registry import register_method
-from methods.width import Net2NetWidth, check_whole_heads, net2net_width, new_unit_mask
+from methods.width import INDEX_MAPS, Net2NetWidth, check_whole_heads, net2net_width, new_unit_mask
 from models import family_of, from_canonical, get_family
 from models.canonical import Canonical, copy_depth, grow_width
 from models.spec import ModelSpec
-from tasks.rules import at_least
+from tasks.rules import at_least, one_of
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Net2NetConfig(Config):
     noise: float = 0.0            # std of noise on grown copies, relative to each small tensor's std
     index_map: str = "balanced"   # "balanced" (exact for integer ratios) or "uniform" (i.i.d., original Net2Net)
     per_layer_maps: bool = True   # a fresh head/FFN map per layer (False: one shared by all layers)
-    RULES = {"noise": at_least(0, " (0: no noise)")}
+    RULES = {"noise": at_least(0, " (0: no noise)"), "index_map": one_of(INDEX_MAPS)}
 
 
 def probe_batch(spec: ModelSpec, seed: int = 0, batch: int = 2, seq: int = 16) -> dict[str, torch.Tensor]:

@@ -31,9 +31,12 @@ class ModelSpec:
     def __post_init__(self):
         if self.ffn == 0:
             object.__setattr__(self, "ffn", 4 * self.hidden)
-        for name in ("layers", "hidden", "heads"):
+        for name in ("layers", "hidden", "heads", "ffn"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("vocab", "positions", "image_size", "patch_size", "in_chans", "classes", "class_layers"):
+            if getattr(self, name) < 0:      # 0: a field the family does not use
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.hidden % self.heads:
             raise ValueError(f"heads ({self.heads}) must divide hidden ({self.hidden})")
         if self.kv_heads == self.heads:

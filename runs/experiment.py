@@ -214,7 +214,21 @@ def check_inputs(task, method: GrowthMethod, seed: int, small: Path | None) -> N
     if method.needs_small and small is not None:
         check_small_dir(task, small)
     elif method.needs_small and not (small_cache_dir(task, seed) / SUMMARY).exists():
+        if method.small_recipe(task).steps < 1:   # a random small model would be cached as a pretrained one
+            raise ValueError(f"small_recipe.steps={method.small_recipe(task).steps}: method '{method.name}' grows "
+                             "from a pretrained small model; give small_recipe.steps >= 1 (or --small DIR)")
         check_out(small_cache_dir(task, seed))
+
+
+def check_vocab(task, data) -> None:
+    """Every token id the data holds must have a row in both models' embeddings: a tokenizer larger than a
+    spec's vocab (`--set large.vocab=5`) was an IndexError in the middle of training."""
+    tokens = getattr(data, "vocab_size", None)
+    for which in ("small", "large"):
+        spec = getattr(task, which)
+        if tokens and spec.vocab < tokens:
+            raise ValueError(f"{which}.vocab={spec.vocab} is smaller than the tokenizer's {tokens} tokens; give "
+                             f"{which}.vocab >= {tokens}")
 
 
 def truncate_metrics(out: Path, step: int) -> list[dict]:
@@ -274,6 +288,7 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             raise ValueError(f"{out} changed while this run was starting (another process?); run the command again")
         with distributed.main_first():     # rank 0 trains and caches the tokenizer, the others then read it
             data = task.pretrain_data()    # loads (and on first use trains the tokenizer) before anything is written
+        check_vocab(task, data)
         config["reference"] = reference(data, task)
         small_model = small_info = None
         if method.needs_small and (checkpoint is None or method.trains_with_small):

@@ -18,6 +18,16 @@ TASK_KEYS = ("data_path", "tokenizer")
 EVAL = "eval."
 
 
+def check_repeated(items) -> None:
+    """A key given twice on one command line (`--set lr=1e-3 --set lr=2e-3`) is refused: the last one silently
+    winning hides a typo or a stale part of a script."""
+    seen = set()
+    for key, _ in items:
+        if key in seen:
+            raise ValueError(f"--set {key} given twice; give it once")
+        seen.add(key)
+
+
 def split_eval_settings(settings: list[str], evaluate_only: bool) -> tuple[list[str], list[str]]:
     """--set items -> (training, evaluation): "eval.KEY=V" always goes to the downstream evaluation (tasks/evals,
     which parses it); with run.py --evaluate (nothing is trained) every item does. Plain text here, so that
@@ -54,17 +64,32 @@ def split_item(item: str) -> tuple[str, str]:
     return key, raw
 
 
-def coerce(key: str, raw, current):
+def declared_type(cls, name: str):
+    """The scalar type a dataclass field of `cls` declares beside None (`snr_db: float | None` -> float), or None
+    when it declares no single scalar type: what a field whose current value is None must hold."""
+    import typing
+    try:
+        hint = typing.get_type_hints(cls)[name]
+    except (KeyError, NameError, TypeError):
+        return None
+    members = [t for t in (typing.get_args(hint) or (hint,)) if t is not type(None)]
+    return members[0] if len(members) == 1 and members[0] in (bool, int, float, str) else None
+
+
+def coerce(key: str, raw, current, declared=None):
     """The value of `key` (text from a command line, or already typed) checked against the type of the field's
-    current value: `steps=abc` or `steps=1.5` is refused, `lr=1` becomes 1.0."""
+    current value (or, when that is None, the scalar type the field declares: `declared`): `steps=abc` or
+    `steps=1.5` is refused, `lr=1` becomes 1.0; none/null keeps a None field None."""
     if isinstance(raw, str):
         if isinstance(current, tuple):   # adam_betas=0.9,0.95: a comma list (the recipe checks its length)
             return tuple(parse_value(part) for part in raw.split(","))
-        value = parse_value(raw)
+        value = raw if current is None and declared is str and raw.lower() not in ("none", "null") else parse_value(raw)
     else:
         value = raw
-    expected = type(current)
-    if current is None or isinstance(current, (list, dict)):
+    expected = type(current) if current is not None else declared
+    if current is None and (value is None or expected is None):
+        return value
+    if isinstance(current, (list, dict)):
         return value
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
@@ -104,13 +129,16 @@ def route(task, method_cls, items) -> tuple[object, dict, dict]:
         which, _, name = key.partition(".")
         if key in options_fields:
             default = options_fields[key].default
-            options[key] = coerce(key, raw, None if default is dataclasses.MISSING else default)
+            options[key] = coerce(key, raw, None if default is dataclasses.MISSING else default,
+                                  declared_type(method_cls.Config, key))
         elif key in recipe_keys:
-            recipe[key] = coerce(key, raw, getattr(task.recipe, key))
+            recipe[key] = coerce(key, raw, getattr(task.recipe, key), declared_type(type(task.recipe), key))
         elif key.startswith(SMALL_RECIPE) and name in recipe_keys:
-            small_recipe[name] = coerce(key, raw, getattr(task.small_recipe, name))
+            small_recipe[name] = coerce(key, raw, getattr(task.small_recipe, name),
+                                        declared_type(type(task.small_recipe), name))
         elif which in SPECS and name in spec_fields:
-            specs[which][name] = coerce(key, raw, getattr(getattr(task, which), name))
+            spec = getattr(task, which)
+            specs[which][name] = coerce(key, raw, getattr(spec, name), declared_type(type(spec), name))
         elif key in TASK_KEYS:      # a path or a name: command-line text verbatim (a path "1e-4" stays one)
             changes[key] = raw if raw is None or isinstance(raw, str) else str(raw)
         elif key in strategy_keys:
@@ -123,7 +151,11 @@ def route(task, method_cls, items) -> tuple[object, dict, dict]:
         if spec_changes:
             if "hidden" in spec_changes and "ffn" not in spec_changes:
                 spec_changes["ffn"] = 4 * spec_changes["hidden"]     # keep the 4x convention unless ffn is given
-            changes[which] = getattr(task, which).with_(**spec_changes)
+            try:
+                changes[which] = getattr(task, which).with_(**spec_changes)
+            except ValueError as e:
+                given = " ".join(f"{which}.{k}={v}" for k, v in spec_changes.items())
+                raise ValueError(f"--set {given}: the {which} model's {e}") from None
     task = task.with_(recipe=task.recipe.with_(**recipe), small_recipe=task.small_recipe.with_(**small_recipe),
                       **changes)
     return task, options, strategies

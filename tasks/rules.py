@@ -36,6 +36,13 @@ def in_range(low: float, high: float, *, low_open: bool = False, high_open: bool
     return ok, f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}{note}"
 
 
+def one_of(choices) -> Rule:
+    return (lambda v: v in choices), f"one of {', '.join(map(str, choices))}"
+
+
+SEED_RULE: Rule = ((lambda v: is_int(v) and 0 <= v < 2 ** 63), "an integer in [0, 2**63)")   # as run.py --seed
+
+
 def adam_betas(option: str) -> Rule:
     return ((lambda v: isinstance(v, (tuple, list)) and len(v) == 2 and all(is_number(b) and 0 <= b < 1 for b in v)),
             f"a pair b1,b2 with 0 <= b < 1, e.g. {option}=0.9,0.999")

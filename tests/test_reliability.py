@@ -320,6 +320,22 @@ BAD = [  # (arguments, what the one-line error must say); {tmp}: the test's dire
     ([*SCRATCH, "--out", "{tmp}/orphan", "--resume"], "holds checkpoint.pt, metrics.jsonl but no config.json"),
     ([*SCRATCH, "--out", "{tmp}/orphan", "--overwrite"], "holds checkpoint.pt, metrics.jsonl but no config.json"),
     ([*SCRATCH, "--resume", "--overwrite"], "contradict each other"),
+    # accepted, then failing after the small model trained and leaving a half-written run, or silently wrong
+    (["--method", "hypercloning", "--task", "llama_small_base", "--scale", "tiny", "--quiet", "--set", "snr_db=abc"],
+     "--set snr_db=abc: expected float"),
+    (["--method", "net2net", *TINY, "--set", "index_map=foo"], "net2net index_map must be one of balanced"),
+    (["--method", "ligo", *TINY, "--set", "seed=-1"], "ligo seed must be an integer in [0, 2**63), got -1"),
+    ([*SCRATCH, "--set", "small.ffn=-4"], "--set small.ffn=-4: the small model's ffn must be positive"),
+    ([*SCRATCH, "--set", "large.vocab=-1"], "vocab must be >= 0"),
+    ([*SCRATCH, "--set", "large.vocab=5", "--set", "small.vocab=5"], "smaller than the tokenizer's"),
+    (["--method", "stackbert", *TINY, "--set", "small_recipe.steps=0"], "give small_recipe.steps >= 1"),
+    ([*SCRATCH, "--set", "lr=1e-3", "--set", "lr=2e-3"], "--set lr given twice"),
+    ([*SCRATCH, "--fsdp"], "--fsdp shards the model over torchrun's processes"),
+    ([*SCRATCH, "--resume", "--out", "{tmp}/nowhere"], "nothing to resume"),
+    ([*SCRATCH, "--eval", "--set", "eval.seeds=0,0"], "seeds must be distinct integers"),
+    ([*SCRATCH, "--eval", "--set", "eval.data_dir={tmp}/nowhere"], "no such directory"),
+    (["--evaluate", str(ROOT / "runs" / "mini" / "bert_small_base-mini" / "ligo-s0"), "--steps", "3"],
+     "trains nothing: drop --out, --steps"),
 ]
 
 

@@ -12,6 +12,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -28,7 +29,9 @@ RULES = {
     "epochs": (lambda v: _finite(v) and v > 0, "a number > 0"),
     "lr": (lambda v: _finite(v) and v > 0, "a number > 0"),
     "batch_size": (lambda v: isinstance(v, int) and v >= 1, "an integer >= 1"),
-    "seeds": (lambda v: len(v) > 0 and all(isinstance(s, int) and s >= 0 for s in v), "integers >= 0"),
+    # distinct: seeds=0,0,0 ran seed 0 three times and reported it as the mean over three seeds
+    "seeds": (lambda v: len(v) > 0 and all(isinstance(s, int) and s >= 0 for s in v) and len(set(v)) == len(v),
+              "distinct integers >= 0"),
     "weight_decay": (lambda v: _finite(v) and v >= 0, "a number >= 0"),
     "warmup_ratio": (lambda v: _finite(v) and 0 <= v <= 1, "a number in [0, 1]"),
     "grad_clip": (lambda v: _finite(v) and v >= 0, "a number >= 0 (0: no clipping)"),
@@ -105,8 +108,12 @@ class EvalOptions:
         from models.family import unknown
         kinds = {f.name: f.type for f in dataclasses.fields(cls) if f.name != "device"}  # --device sets it
         opts = cls(device=device)
+        given = set()
         for item in settings:
             key, sep, raw = item.partition("=")
+            if key in given:
+                raise ValueError(f"--set eval.{key} given twice; give it once")
+            given.add(key)
             if not sep or not key:
                 raise ValueError(f"malformed --set '{item}'; expected key=value, e.g. --set eval.epochs=1")
             if key not in kinds:
@@ -138,6 +145,8 @@ class EvalOptions:
                 known = [t.value for t in SchedulerType]
                 if value not in known:
                     raise KeyError(unknown("schedule", value, known))
+            if key == "data_dir" and not Path(value).is_dir():     # a typo would be ignored by suites with no local data
+                raise ValueError(f"--set data_dir={raw}: no such directory")
             setattr(opts, key, value)
         return opts
 
