@@ -233,7 +233,11 @@ def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tup
     keep state: LiGO's operator, KI's teacher)."""
     from runs.experiment import check_inputs
     from runs.preflight import check_out, inspect_out
-    from runs.record import CONFIG, SUMMARY
+    from runs.record import CONFIG, METRICS, SUMMARY
+    root = out.absolute()
+    for folder in (root, *root.parents):       # runs nested in a run's record would be read as part of it
+        if (folder / CONFIG).is_file() and (folder / METRICS).is_file():
+            raise ValueError(f"--out {out}: inside the run record {folder}; give a folder outside any run")
     from tasks.evals import check_data, model_kind, plan as plan_suites
     built: dict[Entry, tuple | None] = {}
     pruned: list[Path] = []                    # complete, not evaluated on eval_suites, and no model/ left
@@ -369,7 +373,10 @@ def main(argv=None) -> int:
             print(f"{s.name:14s} {s.covers}")
             for task, labels in by_task.items():
                 print(f"{'':14s} {task}: {', '.join(labels)}")
-        return 0 if args.list else 2
+        if args.list:
+            return 0
+        print("error: no sweep named; give one or more of the sweeps listed above", file=sys.stderr)
+        return 2
     if args.scale in ("mini", "tiny"):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")   # the embedded scales never need the hub
     try:

@@ -97,7 +97,12 @@ def strategies_from_settings(values: dict[str, object]) -> Strategies:
         elif not isinstance(value, str):
             raise ValueError(f"--set {key}={value}: expected one of {', '.join(GROW_RULES)}")
         out[key] = value
-    return Strategies(**out)
+    strategies = Strategies(**out)       # each value checked first
+    # a strategy's parameter without the strategy would be silently ignored (and not recorded)
+    for knob, owner in (("layer_drop_gamma", "layer_drop"), ("staged_depth", "staged"), ("staged_grow", "staged")):
+        if knob in out and not out.get(owner):
+            raise ValueError(f"--set {knob} sets {owner}, which is off; give --set {owner}=true (or a value) too")
+    return strategies
 
 
 def apply_strategies(method: GrowthMethod, strategies: Strategies | None) -> GrowthMethod:

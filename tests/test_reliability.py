@@ -406,6 +406,8 @@ OTHER_CLIS = [  # (module, arguments, what the one-line error must say): refused
     ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/arun/results"], "inside the run record"),
     ("bench.sweeps", ["bert", "--methods", "ligoo", "--dry-run"], "did you mean 'ligo'"),
     ("bench.sweeps", ["bertt", "--dry-run"], "unknown sweep 'bertt'; did you mean 'bert'"),
+    ("bench.sweeps", [], "no sweep named"),
+    ("bench.sweeps", ["bert", "--out", "{tmp}/arun/sweep", "--dry-run"], "inside the run record"),
     # what would fail each run after training (or fail every run) is refused before the first one
     ("bench.sweeps", ["bert", "--set", "nosuchkey=1", "--out", "{tmp}/sw", "--dry-run"], "unknown --set key"),
     ("bench.sweeps", ["bert", "--set", "fit_steps=3", "--out", "{tmp}/sw", "--dry-run"],

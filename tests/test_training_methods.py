@@ -296,6 +296,8 @@ def test_staged_training_passes_every_hook_to_the_method_it_wraps():
 @pytest.mark.parametrize("setting,needle", [("layer_drop=1.5", "layer_drop must be in [0, 1)"),
                                             ("staged_grow=grow", "staged_grow must be one of"),
                                             ("token_drop=lots", "expected a number"),
+                                            ("layer_drop_gamma=50", "sets layer_drop, which is off"),
+                                            ("staged_depth=0.25", "sets staged, which is off"),
                                             ("layer_dorp=0.1", "did you mean 'layer_drop'")])
 def test_bad_strategy_values_are_refused(setting, needle, tmp_path, capsys):
     assert run.main(["--method", "scratch", "--task", "bert_small_base", "--scale", "tiny", "--set", setting,
