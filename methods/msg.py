@@ -187,6 +187,9 @@ class MSG(GrowthMethod):
 
     # -- training ----------------------------------------------------------------------------------------------
     def stages(self, task, total_steps):
+        if total_steps < 1:
+            raise ValueError("msg trains its masks from 0 to 1 over ramp_steps: it needs at least 1 step (--steps 0 "
+                             "would evaluate a model whose new units are still masked, not the large one)")
         if not 1 <= self.config.ramp_steps <= total_steps:
             raise ValueError(f"msg: ramp_steps must be between 1 and the run's {total_steps} steps (the masks must "
                              f"reach 1, so that the model trained is the large one), got {self.config.ramp_steps}")

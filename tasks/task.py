@@ -97,11 +97,11 @@ class Task:
             raise ValueError(f"{self.family} has no grouped-query attention: leave kv_heads out (it is for llama)")
         check_growable(self.small, self.large)
         if get_family(self.family).objective != "image":
-            for which, recipe, spec in (("", self.recipe, self.large),
-                                        ("small model's ", self.small_recipe, self.small)):
+            for which, key, recipe, spec in (("", "seq_len", self.recipe, self.large),
+                                             ("small model's ", "small_recipe.seq_len", self.small_recipe, self.small)):
                 if recipe.seq_len > spec.positions:
                     raise ValueError(f"the {which}seq_len ({recipe.seq_len}) exceeds the positions of "
-                                     f"{spec.short()} ({spec.positions}); lower --set seq_len")
+                                     f"{spec.short()} ({spec.positions}); lower --set {key}")
         for key in ("data_path", "tokenizer"):
             if getattr(self, key) is not None and not str(getattr(self, key)).strip():
                 raise ValueError(f"{key} is empty; give a path (or leave {key} out for the task's default)")
