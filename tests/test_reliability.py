@@ -503,6 +503,17 @@ def test_grow_cost_writes_no_result_when_a_measurement_failed(tmp_path, monkeypa
     assert not out.exists()
 
 
+def test_grow_cost_records_a_pair_the_method_refuses_as_not_applicable(tmp_path, capsys):
+    """LEMON refuses post-LN BERT in depth: a row that says so (the method's own reason), not a failed measurement."""
+    import json
+
+    import bench.grow_cost as grow_cost
+    out = tmp_path / "grow.json"
+    assert grow_cost.main(["--pairs", "bert_base_large", "--methods", "lemon", "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["method"] == "lemon" and "cannot grow post-LN bert in depth" in row["not_applicable"]
+
+
 DAMAGED_RUNS = [({"summary.json": "{}"}, "summary.json but no config.json"),
                 ({"config.json": "{bad", "summary.json": "{}"}, "config.json: not valid JSON"),
                 ({"config.json": "{bad"}, "config.json: not valid JSON"),
