@@ -7,26 +7,22 @@ import argparse
 from contextlib import contextmanager
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (0 repeats made a median of nothing; 0 steps, no window to time)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
+def integer_at_least(low: int, why: str):
+    """argparse type: an integer >= `low`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
+        return value
+    parse.__doc__ = f"argparse type: an integer >= {low} ({why})"
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0 (--threads: 0 keeps torch's default; -1 failed in every child)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
+positive_int = integer_at_least(1, "0 repeats made a median of nothing; 0 steps, no window to time")
+non_negative_int = integer_at_least(0, "--threads: 0 keeps torch's default; -1 failed in every child")
 
 
 def positive_float(text: str) -> float:
