@@ -116,6 +116,31 @@ def test_ki_weight_schedule_and_plain_loss_at_zero():
     assert kd.item() == pytest.approx(expect.item(), rel=1e-5)
 
 
+def test_ki_loss_at_a_temperature_with_a_teacher_that_has_learned(trained):
+    """(1 - a_t) task + a_t T^2 KL(teacher/T || student/T) at T = 2, mid-decay, from a teacher that has learned:
+    a random teacher's near-uniform logits hide a temperature applied to one side only or a missing T^2."""
+    large = SPECS["bert"].with_(layers=2)
+    small = large.with_(layers=1, hidden=32, ffn=128, heads=1)
+    task = make_task("bert", dict(layers=1, hidden=32, heads=1), dict(layers=2, hidden=large.hidden, heads=2),
+                     scale="tiny").with_(small=small, large=large)
+    method = get_method("ki", temperature=2.0, decay_fraction=0.5)
+    teacher = trained(small)
+    torch.manual_seed(0)
+    student = method.enter_stage(method.grow(teacher, task).train(), EVERYTHING, task)
+    batch = fake_batch(task.large)
+    task_loss = get_family("bert").loss(student, batch)
+    student_logits = method._student_logits.detach()
+    a = method.weight(250, 1000)
+    assert 0 < a < 1
+    mixed = method.extra_loss(student, batch, task_loss, 250, 1000, FlopsLedger())
+    with torch.no_grad():
+        teacher_logits = get_family("bert").logits(teacher.eval(), batch)[batch["labels"] != -100]
+    assert teacher_logits.std() > 1.0                     # it has learned: far from uniform
+    kl = F.kl_div(F.log_softmax(student_logits / 2, -1), F.log_softmax(teacher_logits / 2, -1), log_target=True,
+                  reduction="batchmean")
+    assert mixed.item() == pytest.approx(((1 - a) * task_loss + a * 4 * kl).item(), rel=1e-5)
+
+
 # -- layer and token dropping -------------------------------------------------------------------------------
 @pytest.mark.parametrize("family", FAMILIES)
 def test_ledger_skips_dropped_layers(family):
