@@ -42,6 +42,7 @@ def layer_scale_init(depth: int) -> float:
 class CaitFamily(TimmImageFamily):
     name = "cait"
     blocks_attr = "blocks"
+    class_attention = True
 
     # -- building ------------------------------------------------------------------------------------------
     timm_architecture = "cait_xxs24_224"

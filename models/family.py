@@ -52,6 +52,7 @@ class Family(ABC):
     # The block container, as an attribute path on the model: used to freeze or drop layers by index.
     blocks_attr: str
     grouped_query: bool = False   # the family has grouped-query attention (ModelSpec.kv_heads); else kv_heads is 0
+    class_attention: bool = False  # the family has class-attention blocks (ModelSpec.class_layers); else 0
     # The norms, for growth methods whose exactness depends on them (LEMON): the statistic they take ("layernorm":
     # mean and variance; "rmsnorm": mean square) and where they sit ("pre": at the start of each residual branch, the
     # stream itself never normalised; "post": after each residual sum, BERT's layout, so the stream is a norm's output).

@@ -93,8 +93,16 @@ class Task:
     def __post_init__(self):
         if self.scale not in SCALES:
             raise ValueError(f"unknown scale '{self.scale}'; known: {', '.join(SCALES)}")
-        if (self.small.kv_heads or self.large.kv_heads) and not get_family(self.family).grouped_query:
+        family = get_family(self.family)
+        if (self.small.kv_heads or self.large.kv_heads) and not family.grouped_query:
             raise ValueError(f"{self.family} has no grouped-query attention: leave kv_heads out (it is for llama)")
+        # a size the family has no use for would be recorded (and change the cache key) while changing nothing
+        unused = ("class_layers",) if not family.class_attention else ()
+        unused += ("image_size", "patch_size", "classes") if family.objective != "image" else ("vocab", "positions")
+        for which, spec in (("small", self.small), ("large", self.large)):
+            given = [f"{which}.{name}={getattr(spec, name)}" for name in unused if getattr(spec, name)]
+            if given:
+                raise ValueError(f"{', '.join(given)}: the {self.family} family has no use for it; leave it out")
         check_growable(self.small, self.large)
         if get_family(self.family).objective != "image":
             for which, key, recipe, spec in (("", "seq_len", self.recipe, self.large),
