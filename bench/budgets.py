@@ -91,8 +91,8 @@ def runs_in(work: Path) -> list[dict]:
     for summary in sorted(work.rglob(SUMMARY)):
         record = read_json(summary)
         wall, steps = record.get("wall"), record.get("step")
-        rows.append({"run": str(summary.parent.relative_to(work)), "wall_s": None if wall is None else round(wall, 1),
-                     "steps": steps, "s_per_step": round(wall / steps, 3) if wall and steps else None,
+        rows.append({"run": str(summary.parent.relative_to(work)), "wall_s": None if wall is None else round(wall, 2),
+                     "steps": steps, "s_per_step": round(wall / steps, 4) if wall is not None and steps else None,
                      "eval_loss": record.get("eval_loss")})
     return rows
 

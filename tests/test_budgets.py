@@ -46,8 +46,9 @@ def test_readme_measurement_starts_cold_and_writes_its_time(tmp_path):
     runs = {run["run"].split("/")[-1].split("-s0")[0]: run for run in r["runs"]}
     assert set(runs) == {"bert_small_base-tiny", "ligo"}, runs
     for run in runs.values():
-        assert 0 < run["wall_s"] < r["seconds"] and run["steps"] > 0 and run["eval_loss"] > 0
-        assert run["s_per_step"] == pytest.approx(run["wall_s"] / run["steps"], abs=0.05 / run["steps"] + 1e-3)
+        # a tiny run's training can take under 10 ms on an idle machine: its wall may round to 0.00
+        assert 0 <= run["wall_s"] < r["seconds"] and run["steps"] > 0 and run["eval_loss"] > 0
+        assert run["s_per_step"] == pytest.approx(run["wall_s"] / run["steps"], abs=0.005 / run["steps"] + 1e-4)
     assert "| readme | bert_small_base-tiny/ligo-s0 |" in result["table"]
 
 
