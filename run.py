@@ -149,7 +149,7 @@ def train_main(args) -> int:
         elif args.suite or args.only or eval_settings:
             what = "--suite/--only" if args.suite or args.only else "--set eval.* settings"
             raise ValueError(f"{what} need --eval or --evaluate RUN_DIR (they set the downstream evaluation)")
-        if args.fsdp and int(os.environ.get("WORLD_SIZE", "1")) <= 1:   # one process: there is nothing to shard
+        if args.fsdp and distributed.world_size() <= 1:   # one process: there is nothing to shard
             raise ValueError("--fsdp shards the model over torchrun's processes; run under torchrun --nproc-per-node "
                              "N (N >= 2), or drop --fsdp")
         if args.resume:        # a typo in --out would otherwise start a fresh run, silently

@@ -42,15 +42,13 @@ def check_result_file(out) -> None:
     not under a file, in a folder this process may write in."""
     import os
     from pathlib import Path
+
+    from runs.preflight import check_out
     path = Path(out).absolute()
     if path.is_dir():
         raise ValueError(f"--out {out}: a folder; give the result file's path (*.json)")
-    existing = path.parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ValueError(f"--out {out}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    check_out(path.parent)                 # the folder it goes in: creatable and writable (as a run directory's)
+    if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f"--out {out}: cannot write there")
 
 

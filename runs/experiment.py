@@ -35,6 +35,7 @@ from runs.record import (CONFIG, EVAL_FILE, METRICS, SUMMARY, RunWriter, atomic_
 from runs.strategies import Strategies, apply_strategies
 from runs.trainer import CHECKPOINT, evaluate, full_model, load_checkpoint, train
 from tasks.data.text import TRAINED_TOKENIZERS
+from tasks.rules import SEED_LIMIT
 
 OUT_ROOT = Path(os.environ.get("GROWBENCH_OUT", Path(__file__).resolve().parent / "out"))
 FLOPS_CONVENTION = ("analytic matmul FLOPs, 2 per multiply-add; backward = 2x forward for trainable layers, "
@@ -191,9 +192,6 @@ def reference(data, task) -> dict:
         ref["eval_targets"] = int(sum((b["labels"] != -100).sum() if data.objective == "mlm"
                                       else b["labels"][:, 1:].numel() for b in batches))
     return ref
-
-
-SEED_LIMIT = 2**63      # torch.manual_seed takes a signed 64-bit integer; a larger seed fails after files exist
 
 
 def check_seed(seed) -> None:

@@ -40,7 +40,8 @@ def one_of(choices) -> Rule:
     return (lambda v: v in choices), f"one of {', '.join(map(str, choices))}"
 
 
-SEED_RULE: Rule = ((lambda v: is_int(v) and 0 <= v < 2 ** 63), "an integer in [0, 2**63)")   # as run.py --seed
+SEED_LIMIT = 2**63      # torch.manual_seed takes a signed 64-bit integer; a larger seed fails after files exist
+SEED_RULE: Rule = ((lambda v: is_int(v) and 0 <= v < SEED_LIMIT), "an integer in [0, 2**63)")  # run.py --seed too
 
 
 def adam_betas(option: str) -> Rule:

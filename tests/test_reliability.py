@@ -485,7 +485,7 @@ def test_benchmark_result_file_is_checked_before_the_measurement(module, tmp_pat
     main = importlib.import_module(f"bench.{module}").main
     (tmp_path / "afile").write_text("mine")
     for out, needle in ((tmp_path, "a folder; give the result file's path"),
-                        (tmp_path / "afile" / "r.json", "afile is a file, not a folder")):
+                        (tmp_path / "afile" / "r.json", "afile is a file, not a directory")):
         with pytest.raises(SystemExit) as exit_:
             main(["--device", "cpu", "--out", str(out)] if module in ("gpu_mfu", "budgets") else ["--out", str(out)])
         assert exit_.value.code == 2
