@@ -138,12 +138,16 @@ def main(argv=None) -> int:
         check_result_file(out)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     work = args.work or Path(tempfile.mkdtemp(prefix="growbench-budgets-")) / "work"
+    rows = []
     try:
-        rows = []
-        for name in args.only:
+        for done, name in enumerate(args.only, start=1):
             cmd = command(name, args.scale, args.seed, args.device, work / name)
             seconds = measure(name, cmd, work / name, log)
             rows.append(row(name, cmd, seconds, kind, args.scale, runs_in(work / name)))
+            # Written after each measurement, with what is still pending: on a lent GPU whose time runs out
+            # mid-measurement, the measurements already made survive (the file never holds a partial one).
+            write_result(out, {"device": kind, "device_name": device_name, "scale": args.scale, "seed": args.seed,
+                               "rows": rows, "pending": list(args.only[done:]), "table": table(rows, device_name)})
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -152,8 +156,6 @@ def main(argv=None) -> int:
             import shutil
             shutil.rmtree(work.parent, ignore_errors=True)
     print(table(rows, device_name))
-    write_result(out, {"device": kind, "device_name": device_name, "scale": args.scale, "seed": args.seed,
-                       "rows": rows, "table": table(rows, device_name)})
     return 0
 
 

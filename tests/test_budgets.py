@@ -62,6 +62,20 @@ def test_a_failing_command_is_an_error_not_a_time(tmp_path, monkeypatch, capsys)
     assert not out.exists()
 
 
+def test_a_measurement_made_survives_a_later_failing_one(tmp_path, monkeypatch, capsys):
+    """The file is written after each measurement (a lent GPU's time can run out mid-comparison): the README row
+    is kept, the comparison is listed as pending, and no time is written for the command that failed."""
+    fake = {"readme": ["-c", "pass"], "comparison": ["-c", "print('boom'); raise SystemExit(3)"]}
+    monkeypatch.setattr(budgets, "command", lambda name, *rest: fake[name])
+    out = tmp_path / "budgets.json"
+    assert budgets.main(["--scale", "tiny", "--device", "cpu", "--work", str(tmp_path / "w"),
+                         "--out", str(out)]) == 1
+    assert "exited 3" in capsys.readouterr().err
+    result = json.loads(out.read_text())
+    assert [r["measure"] for r in result["rows"]] == ["readme"] and result["pending"] == ["comparison"]
+    assert result["rows"][0]["seconds"] >= 0
+
+
 @pytest.mark.parametrize("args,needle", [(["--scale", "huge"], "huge"), (["--device", "tpu"], "unknown device 'tpu'")])
 def test_bad_input_is_one_line_and_writes_nothing(args, needle, tmp_path, capsys):
     out = tmp_path / "budgets.json"
