@@ -43,7 +43,7 @@ class GPT2(CausalLM):
             attn_implementation="sdpa")
 
     def build(self, spec: ModelSpec) -> nn.Module:
-        return hf.GPT2LMHeadModel(self.config(spec))
+        return with_causal_lm_loss(hf.GPT2LMHeadModel(self.config(spec)))
 
     def owns(self, model) -> bool:
         return type(model) is hf.GPT2LMHeadModel
@@ -120,4 +120,12 @@ class GPT2(CausalLM):
 
     # -- export ------------------------------------------------------------------------------------------
     def load(self, directory: Path):
-        return hf.GPT2LMHeadModel.from_pretrained(directory, attn_implementation="sdpa")
+        return with_causal_lm_loss(hf.GPT2LMHeadModel.from_pretrained(directory, attn_implementation="sdpa"))
+
+
+def with_causal_lm_loss(model):
+    """Name the loss GPT2LMHeadModel computes. transformers picks a model's loss by matching its class name against
+    its loss table; "GPT2LMHeadModel" matches none, so every run warned "`loss_type=None` ... unrecognized" and then
+    used the causal-LM loss anyway. Naming it keeps the same loss and drops the warning."""
+    model.loss_type = "ForCausalLM"
+    return model

@@ -175,3 +175,25 @@ def test_a_timm_model_gets_exactly_the_ffn_width_asked_where_the_plain_ratio_rou
     spec = ModelSpec(family, 1, hidden, 2, ffn=ffn, image_size=8, patch_size=4, in_chans=3, classes=5, **extra)
     model = get_family(family).build(spec)
     assert model.blocks[0].mlp.fc1.out_features == ffn
+
+
+def test_gpt2_names_its_causal_lm_loss_so_transformers_does_not_warn(trained, tmp_path, caplog):
+    """transformers matches a model's class name against its loss table and warns ("`loss_type=None` ...
+    unrecognized") for GPT2LMHeadModel on every run; built and reloaded models name the loss, and it is still the
+    next-token cross-entropy (checked on a trained model, whose logits are far from uniform)."""
+    import logging
+
+    family = get_family("gpt2")
+    model = trained(SPECS["gpt2-tied"]).eval()
+    family.export(model, tmp_path)
+    from helpers import learnable_batches
+    batch = next(learnable_batches(SPECS["gpt2-tied"], seed=1))     # the data it learned
+    for m in (model, family.load(tmp_path).eval(), family.build(SPECS["gpt2-tied"])):
+        assert m.loss_type == "ForCausalLM"
+    with caplog.at_level(logging.WARNING, logger="transformers"):
+        loss = model(**batch).loss
+    assert "loss_type" not in caplog.text
+    logits = model(input_ids=batch["input_ids"]).logits
+    shifted = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), batch["labels"][:, 1:].flatten())
+    torch.testing.assert_close(loss, shifted)
+    assert shifted < 0.5 * torch.log(torch.tensor(97.0))      # learned: well below a uniform guess
