@@ -7,10 +7,12 @@ import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
+from transformers.loss.loss_utils import LOSS_MAPPING
 
 import models.cait  # noqa: F401  (registers cait)
 import models.gpt2  # noqa: F401  (registers gpt2)
 import models.vit  # noqa: F401  (registers vit)
+from helpers import learnable_batches
 from models.canonical import BLOCK_AXES, space_size
 from models.family import get_family
 from models.flops import backward_flops
@@ -177,22 +179,17 @@ def test_a_timm_model_gets_exactly_the_ffn_width_asked_where_the_plain_ratio_rou
     assert model.blocks[0].mlp.fc1.out_features == ffn
 
 
-def test_gpt2_names_its_causal_lm_loss_so_transformers_does_not_warn(trained, tmp_path, caplog):
-    """transformers matches a model's class name against its loss table and warns ("`loss_type=None` ...
-    unrecognized") for GPT2LMHeadModel on every run; built and reloaded models name the loss, and it is still the
-    next-token cross-entropy (checked on a trained model, whose logits are far from uniform)."""
-    import logging
-
+def test_gpt2_names_its_causal_lm_loss_so_transformers_does_not_warn(trained, tmp_path):
+    """transformers warns ("`loss_type=None` ... unrecognized") whenever a model's loss_type is not in its loss
+    table, and GPT2LMHeadModel's class name matches no entry; built and reloaded models name the loss, and it is
+    still the next-token cross-entropy (checked on a trained model, whose logits are far from uniform)."""
     family = get_family("gpt2")
     model = trained(SPECS["gpt2-tied"]).eval()
     family.export(model, tmp_path)
-    from helpers import learnable_batches
-    batch = next(learnable_batches(SPECS["gpt2-tied"], seed=1))     # the data it learned
     for m in (model, family.load(tmp_path).eval(), family.build(SPECS["gpt2-tied"])):
-        assert m.loss_type == "ForCausalLM"
-    with caplog.at_level(logging.WARNING, logger="transformers"):
-        loss = model(**batch).loss
-    assert "loss_type" not in caplog.text
+        assert m.loss_type in LOSS_MAPPING and m.loss_function is LOSS_MAPPING["ForCausalLM"]
+    batch = next(learnable_batches(SPECS["gpt2-tied"], seed=1))     # the data it learned
+    loss = model(**batch).loss
     logits = model(input_ids=batch["input_ids"]).logits
     shifted = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), batch["labels"][:, 1:].flatten())
     torch.testing.assert_close(loss, shifted)
