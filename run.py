@@ -17,6 +17,15 @@ import sys
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """argparse with its refusals in the house's form: one `error: ...` line and exit 2. Plain argparse prints its
+    whole usage block first (five lines for run.py), burying the line that says what was wrong."""
+
+    def error(self, message):
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def resolve_device(name: str) -> str:
     """--device: `auto` is cuda when a GPU is there, else cpu; an explicit cuda without one is refused."""
     import torch
@@ -48,7 +57,7 @@ def error_line(e: BaseException) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="Grow a large transformer from a small one and train it.")
+    p = OneLineArgumentParser(description="Grow a large transformer from a small one and train it.")
     p.add_argument("--method", help="growth method (see --list)")
     p.add_argument("--task", help="task: model pair + data + recipe (see --list)")
     p.add_argument("--scale", default="mini", help="paper | mini | tiny (default: mini)")

@@ -131,8 +131,17 @@ def check_args(args) -> str | None:
     return None
 
 
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """argparse refusing in one `error: ...` line and exit 2, as run.py's parser of the same name does (analysis
+    imports nothing of the runner: it reads only the record format, so it keeps its own three lines)."""
+
+    def error(self, message):
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n")[0])
+    p = OneLineArgumentParser(prog="python -m analysis", description=__doc__.split("\n")[0])
     p.add_argument("--runs", required=True, help="directory searched (recursively) for run records")
     p.add_argument("--out", required=True, help="where tables, figures and report.md go (new, empty, or an "
                    "earlier analysis's output)")

@@ -17,7 +17,6 @@ without one. A measurement whose command fails is an error (its log's tail is pr
 """
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -31,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.cli import check_result_file, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
+from run import OneLineArgumentParser  # noqa: E402
 
 README_COMMAND = ["run.py", "--method", "ligo", "--task", "bert_small_base"]
 TARGETS_S = {("readme", "cpu"): 30 * 60, ("readme", "cuda"): 2 * 60, ("comparison", "cuda"): 10 * 60}
@@ -118,7 +118,7 @@ def _num(value, spec: str, unit: str = "") -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", choices=MEASURES, default=list(MEASURES))
     ap.add_argument("--device", default="auto", help="auto (cuda when available) | cpu | cuda")
     ap.add_argument("--scale", default="mini")

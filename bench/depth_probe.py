@@ -14,7 +14,6 @@ reused, an interrupted one resumed). Writes bench/results/depth_probe.json (dept
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.cli import check_result_file, checked_device, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
+from run import OneLineArgumentParser  # noqa: E402
 
 RUNS = Path(__file__).resolve().parents[1] / "runs" / "out" / "depth_probe"
 
@@ -84,7 +84,7 @@ def table(task_name: str, recipe, rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="bert_depth_only")
     ap.add_argument("--layers", nargs="+", type=positive_int, default=[1, 2, 4])
     ap.add_argument("--scale", default="mini")

@@ -20,7 +20,6 @@ script without a GPU (no MFU then).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
@@ -35,6 +34,7 @@ import torch  # noqa: E402
 from bench.cli import check_result_file, checked_device, positive_float, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from bench.throughput import raw_run, trainer_run  # noqa: E402
+from run import OneLineArgumentParser  # noqa: E402
 from tasks import get_task  # noqa: E402
 from tasks.data import PretrainData  # noqa: E402
 
@@ -128,7 +128,7 @@ def measure(name: str, args, device) -> dict:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     ap.add_argument("--batch", type=positive_int, default=None, help="micro-batch (default: per model, see MODELS)")
     ap.add_argument("--steps", type=positive_int, default=60)

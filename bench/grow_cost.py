@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.cli import check_known, check_result_file, non_negative_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
+from run import OneLineArgumentParser  # noqa: E402
 
 PAIRS = ("bert_base_large", "gpt2_base_medium", "deit_s_b")
 STATUS = Path("/proc/self/status")
@@ -81,7 +82,7 @@ def child(pair: str, method_name: str, threads: int) -> dict:
 
 def main(argv=None):
     from methods import METHODS
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", nargs="+", default=list(PAIRS))
     ap.add_argument("--methods", nargs="+", default=sorted(METHODS))
     ap.add_argument("--threads", type=non_negative_int, default=1, help="torch threads in each measurement (0: default)")

@@ -18,7 +18,6 @@ threads made single steps vary 5x; one thread varies by a few per cent. Writes b
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -33,6 +32,7 @@ import torch  # noqa: E402
 
 from bench.cli import check_result_file, checked_device, non_negative_int, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
+from run import OneLineArgumentParser  # noqa: E402
 import methods  # noqa: E402,F401
 from methods.ligo import FitSession, materialise_flops  # noqa: E402
 from methods.ligo_operator import LigoOperator  # noqa: E402
@@ -123,7 +123,7 @@ def paper_fraction() -> dict:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=positive_int, default=15)
     ap.add_argument("--batch", type=positive_int, default=64)     # mini text recipe: batch 64, seq 64
     ap.add_argument("--seq", type=positive_int, default=64)

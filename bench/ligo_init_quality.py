@@ -17,7 +17,6 @@ bench/results/ligo_init_quality.json.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -30,6 +29,7 @@ import torch  # noqa: E402
 
 from bench.cli import check_result_file, checked_device, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
+from run import OneLineArgumentParser  # noqa: E402
 from methods import get_method  # noqa: E402
 from models import get_family  # noqa: E402
 from runs.experiment import resolve_small, small_cache_dir  # noqa: E402
@@ -88,7 +88,7 @@ def table(results: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", nargs="+", default=["bert_small_base", "gpt2_base_medium", "deit_s_b", "cait_xs_s"])
     ap.add_argument("--scale", default="mini")
     ap.add_argument("--seed", type=int, default=0)

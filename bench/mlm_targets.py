@@ -13,7 +13,6 @@ one is refused before anything is measured or written. Writes bench/results/mlm_
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ import torch  # noqa: E402
 
 from bench.cli import check_result_file, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
+from run import OneLineArgumentParser  # noqa: E402
 from models import get_family  # noqa: E402
 from runs.experiment import resolve_small, small_cache_dir  # noqa: E402
 from runs.record import SUMMARY  # noqa: E402
@@ -85,7 +85,7 @@ def table(results: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", nargs="+", default=["bert_small_base", "roberta_small_base"])
     ap.add_argument("--scale", default="mini")
     ap.add_argument("--seed", type=int, default=0)

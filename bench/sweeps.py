@@ -21,7 +21,6 @@ depth-only pair trains bert_small_base's large model (at mini it has its own war
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -32,6 +31,7 @@ from typing import Callable
 
 from bench.sweep_records import (copy_small_record, evaluate, find_twin, prune, record_as_twin, small_record_source,
                                  stale_reason, status, suites_not_evaluated, twin_name)
+from run import OneLineArgumentParser
 
 ALL_METHODS = ("scratch", "stackbert", "interpolation", "mslt", "net2net", "bert2bert", "ki", "ligo")
 
@@ -344,7 +344,7 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.sweeps", description="Run the sweeps behind the paper's "
+    p = OneLineArgumentParser(prog="python -m bench.sweeps", description="Run the sweeps behind the paper's "
                                 "tables and figures; complete runs are skipped, incomplete ones resumed.")
     p.add_argument("names", nargs="*", help="sweep names (see --list)")
     p.add_argument("--scale", default="mini", help="paper | mini | tiny (default: mini)")

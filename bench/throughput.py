@@ -17,7 +17,6 @@ magnifies the trainer's fixed per-step Python cost.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -34,6 +33,7 @@ from transformers import get_scheduler  # noqa: E402
 
 from bench.cli import check_result_file, checked_device, non_negative_int, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
+from run import OneLineArgumentParser  # noqa: E402
 from methods import get_method  # noqa: E402
 from models import get_family  # noqa: E402
 from runs.ledger import FlopsLedger  # noqa: E402
@@ -108,7 +108,7 @@ def raw_run(task, data, device, compile: bool = False) -> list[float]:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="bert_small_base")
     ap.add_argument("--scale", default="mini")
     ap.add_argument("--steps", type=positive_int, default=60)
