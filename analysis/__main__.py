@@ -20,6 +20,7 @@ from pathlib import Path
 from analysis import figures, regime, tables
 from analysis.load import curves_frame, load_runs, runs_frame
 from analysis.savings import all_savings, summarize
+from runs.record import enclosing_record
 
 # the paper's tables: name -> (task, builder, caption). Table 4 (model configurations) is the task registry
 # itself (tests check it). Table 6 is written only where runs carry AdapterFusion scores (eval.json "adapters").
@@ -95,9 +96,6 @@ def remove_stale(out: Path, written: list[Path]) -> int:
     return len(before - now)
 
 
-RUN_RECORD = ("config.json", "metrics.jsonl")   # a folder holding these is a run's record (runs/record.py)
-
-
 def check_args(args) -> str | None:
     """Why these arguments cannot work (one line), or None: checked before a file is written, so a typo in
     --formats does not come after twenty files. --out must be new, empty, or an earlier analysis's output (it
@@ -121,9 +119,8 @@ def check_args(args) -> str | None:
         return f"--out {args.out}: {'it' if existing == args.out.absolute() else existing} is a file, not a directory"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"--out {args.out}: cannot write in {existing}"
-    for folder in (existing, *existing.parents):
-        if all((folder / name).is_file() for name in RUN_RECORD):
-            return f"--out {args.out}: inside the run record {folder}; give a folder outside any run"
+    if (record := enclosing_record(existing)) is not None:
+        return f"--out {args.out}: inside the run record {record}; give a folder outside any run"
     out = args.out.absolute()
     if out.is_dir() and not (out / MANIFEST).exists() and any(out.iterdir()):
         return (f"--out {args.out}: holds files that no earlier analysis wrote (no {MANIFEST} list), which this one "

@@ -233,11 +233,9 @@ def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tup
     keep state: LiGO's operator, KI's teacher)."""
     from runs.experiment import check_inputs
     from runs.preflight import check_out, inspect_out
-    from runs.record import CONFIG, METRICS, SUMMARY
-    root = out.absolute()
-    for folder in (root, *root.parents):       # runs nested in a run's record would be read as part of it
-        if (folder / CONFIG).is_file() and (folder / METRICS).is_file():
-            raise ValueError(f"--out {out}: inside the run record {folder}; give a folder outside any run")
+    from runs.record import CONFIG, SUMMARY, enclosing_record
+    if (record := enclosing_record(out)) is not None:      # runs nested in it would be read as part of that run
+        raise ValueError(f"--out {out}: inside the run record {record}; give a folder outside any run")
     from tasks.evals import check_data, model_kind, plan as plan_suites
     built: dict[Entry, tuple | None] = {}
     pruned: list[Path] = []                    # complete, not evaluated on eval_suites, and no model/ left

@@ -212,8 +212,9 @@ def check_inputs(task, method: GrowthMethod, seed: int, small: Path | None) -> N
     if method.needs_small and small is not None:
         check_small_dir(task, small)
     elif method.needs_small and not (small_cache_dir(task, seed) / SUMMARY).exists():
-        if method.small_recipe(task).steps < 1:   # a random small model would be cached as a pretrained one
-            raise ValueError(f"small_recipe.steps={method.small_recipe(task).steps}: method '{method.name}' grows "
+        steps = method.small_recipe(task).steps
+        if steps < 1:                 # a random small model would be cached as a pretrained one
+            raise ValueError(f"small_recipe.steps={steps}: method '{method.name}' grows "
                              "from a pretrained small model; give small_recipe.steps >= 1 (or --small DIR)")
         check_out(small_cache_dir(task, seed))
 

@@ -93,6 +93,13 @@ def is_run_config(config) -> bool:
     return isinstance(config, dict) and isinstance(config.get("task"), dict) and isinstance(config.get("method"), dict)
 
 
+def enclosing_record(path: Path) -> Path | None:
+    """The run record `path` lies in (it or a folder above it holds config.json and metrics.jsonl), or None: an
+    output written there would be mixed with the run's files and read as part of it."""
+    path = Path(path).absolute()
+    return next((f for f in (path, *path.parents) if (f / CONFIG).is_file() and (f / METRICS).is_file()), None)
+
+
 def clear_run(directory: Path) -> None:
     """Remove everything a run wrote in its directory (records, checkpoint, model/, eval.json, a method's
     artifacts), keeping only the lock: --overwrite must not leave an old run's files beside the new one's."""
