@@ -18,15 +18,24 @@ def status(path: Path) -> str:
     return "resume" if (path / CONFIG).exists() else "new"
 
 
+def logged_alike(task: dict | None) -> dict | None:
+    """A task record with its recipe's LOGGING_FIELDS left out: a record evaluated every 50 steps is this sweep's
+    result where it evaluates every 200 (the same computation, logged more densely), and the other way round."""
+    from runs.record import without_logging
+    if not isinstance(task, dict) or not isinstance(task.get("recipe"), dict):
+        return task
+    return {**task, "recipe": without_logging(task["recipe"])}
+
+
 def stale_reason(path: Path, task, method, strategies) -> str | None:
     """Why the complete record in `path` is not the run this entry would make now (its task, method or strategies
     were recorded with another configuration: a recipe changed since), or None. A sweep must not count such a
     record as done: its numbers belong to another computation."""
     from runs.preflight import comparable_method, comparable_task, differing_keys, jsonable
     recorded = read_json(path / CONFIG)
-    was = {"task": comparable_task(recorded.get("task")), "method": comparable_method(recorded.get("method") or {}),
+    was = {"task": logged_alike(comparable_task(recorded.get("task"))), "method": comparable_method(recorded.get("method") or {}),
            "strategies": recorded.get("strategies")}
-    now = {"task": comparable_task(task.to_dict()), "method": comparable_method(method.describe()),
+    now = {"task": logged_alike(comparable_task(task.to_dict())), "method": comparable_method(method.describe()),
            "strategies": strategies.record() if strategies is not None and strategies.active else None}
     for key, value in now.items():
         before, value = jsonable(was[key]), jsonable(value)

@@ -33,7 +33,7 @@ from bench.sweep_records import (copy_small_record, evaluate, find_twin, prune, 
                                  stale_reason, status, suites_not_evaluated, twin_name)
 from run import OneLineArgumentParser
 
-ALL_METHODS = ("scratch", "stackbert", "interpolation", "mslt", "net2net", "bert2bert", "ki", "ligo")
+ALL_METHODS = ("scratch", "stackbert", "interpolation", "mslt", "net2net", "bert2bert", "ki", "ligo", "ligo_official")
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,32 @@ def lemon_entries(scale: str) -> list[Entry]:
         Entry("deit_s_b", "lemon", "lemon-decay", (("steps", steps),))]
 
 
+# The runs that tell apart the candidate causes of LiGO not leading at mini scale (REPRODUCE.md, the verdict table):
+# the grown model's recipe (tasks/grown_recipes.py), LiGO as its authors started it (ligo_official), and copy
+# symmetry (models/twins.py, logged at every evaluation). Evaluated every 50 steps so that the first 200, where the
+# weight-copying starts meet, are visible; eval_every only says when to log (runs/record.py LOGGING_FIELDS), so these
+# records stand beside the 200-step ones of the same labels as the same computation.
+DENSE_EVAL = (("eval_every", 50),)
+SYMMETRY_BREAK = 0.1          # LiGO's fit_noise for "LiGO with symmetry broken": copies start ~10% apart
+
+
+def recipe_entries(task: str, methods_: tuple[str, ...], presets: tuple[str, ...]) -> list[Entry]:
+    """scratch (the task's recipe) and every method under every grown-recipe preset, labelled method-preset
+    (`same` keeps the plain method name, the label the main comparison uses)."""
+    out = [Entry(task, "scratch", settings=DENSE_EVAL)]
+    for m in methods_:
+        for name in presets:
+            label = m if name == "same" else f"{m}-{name}"
+            out.append(Entry(task, m, label, (("grown_recipe", name),) * (name != "same") + DENSE_EVAL))
+    return out
+
+
+def symmetry_entries(task: str) -> list[Entry]:
+    return [Entry(task, m, settings=DENSE_EVAL)
+            for m in ("scratch", "net2net", "direct_copy", "bert2bert", "ligo", "ligo_official")] + [
+        Entry(task, "ligo", f"ligo-noise{SYMMETRY_BREAK}", (("fit_noise", SYMMETRY_BREAK),) + DENSE_EVAL)]
+
+
 SWEEPS: dict[str, Sweep] = {s.name: s for s in [
     Sweep("bert", "Table 1, Figure 2(a-b), Table 5, Table 6 savings columns",
           lambda scale: methods("bert_small_base")),
@@ -133,13 +159,24 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
     Sweep("llama", "not in the paper: a Llama-style pair (GQA, SwiGLU, RMSNorm, rotary) with every method, "
           "HyperCloning, G_stack, LEMON and MSG included",
           lambda scale: methods("llama_small_base", ALL_METHODS + ("hypercloning", "g_stack", "lemon", "msg"))),
+    Sweep("recipes", "E1 (issue 41): the grown model's recipe on BERT-Small->Base: LiGO, LiGO as its authors "
+          "started it, StackBERT, bert2BERT under same / warmup0 / paper_lr / warmup0_paper_lr",
+          lambda scale: recipe_entries("bert_small_base", ("ligo", "ligo_official", "stackbert", "bert2bert"),
+                                       ("same", "warmup0", "paper_lr", "warmup0_paper_lr"))),
+    Sweep("recipes_llama", "E2 (issue 41): the grown model's recipe on the Llama-style pair (no dropout): LEMON, "
+          "LiGO, StackBERT under same / warmup0 / paper_lr",
+          lambda scale: recipe_entries("llama_small_base", ("lemon", "ligo", "stackbert"),
+                                       ("same", "warmup0", "paper_lr"))),
+    Sweep("symmetry", "E3 (issue 41): copy symmetry on the width-only BERT pair and DeiT (no dropout): Net2Net, "
+          "direct copy, bert2BERT, LiGO, LiGO with symmetry broken, LiGO as its authors started it",
+          lambda scale: symmetry_entries("deit_s_b") + symmetry_entries("bert_width_only")),
     Sweep("lemon", "not in the paper: LEMON's ViT claim (56.7% saved with its faster-decaying schedule) on the "
           "DeiT pair, with the task's schedule and with 43.3% of its steps", lemon_entries),
 ]}
 # the committed mini-scale comparison: BERT with every method, a GPT-2 and a vision comparison
 SWEEPS["mini"] = Sweep("mini", "the three main comparisons (bert + gpt2 + deit: Tables 1-2, Figures 2(a-b), 3(c), 4)",
                        lambda scale: [e for n in ("bert", "gpt2", "deit") for e in SWEEPS[n].entries(scale)])
-BEYOND_PAPER = ("llama", "lemon")     # not the paper's: `all` leaves them out
+BEYOND_PAPER = ("llama", "lemon", "recipes_llama")     # not the paper's: `all` leaves them out
 SWEEPS["all"] = Sweep("all", "every table and figure",
                       lambda scale: [e for s in list(SWEEPS.values()) if s.name not in ("mini", "all") + BEYOND_PAPER
                                      for e in s.entries(scale)])

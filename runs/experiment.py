@@ -33,8 +33,10 @@ from runs.preflight import (CannotResume, check_out, check_resumable, inspect_ou
 from runs.record import (CONFIG, EVAL_FILE, METRICS, SUMMARY, RunWriter, atomic_path, clear_run, copy_record,
                          read_json, read_metrics, save_atomic, write_json_atomic)
 from runs.strategies import Strategies, apply_strategies
-from runs.trainer import CHECKPOINT, evaluate, full_model, load_checkpoint, train
+from runs.trainer import CHECKPOINT, evaluate, full_model, load_checkpoint, train, width_twins
 from tasks.data.text import TRAINED_TOKENIZERS
+from tasks.grown_recipes import SAME as SAME_RECIPE
+from tasks.grown_recipes import describe as describe_grown_recipe
 from tasks.rules import SEED_LIMIT
 
 OUT_ROOT = Path(os.environ.get("GROWBENCH_OUT", Path(__file__).resolve().parent / "out"))
@@ -44,8 +46,11 @@ PACKAGES = ("torch", "transformers", "timm", "tokenizers", "datasets", "numpy")
 
 
 def default_out(task, method: GrowthMethod, seed: int, strategies: Strategies | None = None) -> Path:
+    """OUT_ROOT/<task>-<scale>/<label>-s<seed>; the label is the method, then its grown recipe's preset when it
+    is not the task's own (`ligo-warmup0`), then its training strategies (`+layer_drop0.1`)."""
     tag = strategies.tag() if strategies is not None else ""
-    return OUT_ROOT / f"{task.name}-{task.scale}" / f"{method.name}{tag}-s{seed}"
+    recipe = f"-{task.grown_recipe}" if task.grown_recipe != SAME_RECIPE else ""
+    return OUT_ROOT / f"{task.name}-{task.scale}" / f"{method.name}{recipe}{tag}-s{seed}"
 
 
 def environment(device: torch.device) -> dict:
@@ -265,6 +270,8 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
               "distributed": distributed.describe(parallel, task.recipe), "compile": compile}
     if strategies is not None and strategies.active:
         config["strategies"] = strategies.record()
+    if method.needs_small:      # the grown model's recipe, named (analysis labels and pairs by it)
+        config["grown_recipe"] = describe_grown_recipe(task)
     check_out(out)
     seen = record_state(out)
     mode, old = inspect_out(out, resume, overwrite)
@@ -325,6 +332,7 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             row.update(evaluate(large.to(device), family, data.eval_batches(task.recipe.batch_size,
                                                                             task.recipe.eval_batches),
                                 device, task.recipe.bf16))
+            row.update(width_twins(large, family, task))
             writer.log(row)
             init_row = row
             _save_artifacts(out, method)

@@ -23,6 +23,16 @@ from pathlib import Path
 from runs.lock import LOCK
 
 CONFIG, METRICS, SUMMARY, EVAL_FILE = "config.json", "metrics.jsonl", "summary.json", "eval.json"
+# Recipe fields that say when to log and evaluate, not what is computed: the trainer's numbers at a step do not
+# depend on them (evaluation draws no random numbers and changes no state; tests/test_recipe_axes.py), so two records
+# that differ only there are the same computation, one logged more densely (a sweep counts either as done; the
+# analysis compares them without a recipe caveat).
+LOGGING_FIELDS = ("eval_every", "log_every")
+
+
+def without_logging(recipe: dict | None) -> dict:
+    """A recorded recipe without its LOGGING_FIELDS."""
+    return {k: v for k, v in (recipe or {}).items() if k not in LOGGING_FIELDS}
 
 
 @contextmanager

@@ -2,8 +2,9 @@
 
 A key is, in this order of lookup: an option of the method (`fit_steps`), a field of the large model's training
 recipe (`lr`), a field of the small model's pretraining recipe (`small_recipe.warmup`), a field of either model's
-spec (`large.layers`: a custom pair), the task's data (`data_path`, `tokenizer`), or a training strategy
-(`layer_drop`: runs/strategies.py). A value comes from a command line as text (ints, floats, true/false, none, a
+spec (`large.layers`: a custom pair), the task's data (`data_path`, `tokenizer`), a training strategy
+(`layer_drop`: runs/strategies.py), or the grown model's recipe preset (`grown_recipe=warmup0`:
+tasks/grown_recipes.py). A value comes from a command line as text (ints, floats, true/false, none, a
 comma list for a tuple field) or from a sweep's table already typed; either way it must have the type of the
 field it replaces. Two command lines routing with two tables had drifted apart (the sweep took no model-spec key
 and checked no type); here they share one.
@@ -15,6 +16,7 @@ import dataclasses
 SPECS = ("small", "large")
 SMALL_RECIPE = "small_recipe."
 TASK_KEYS = ("data_path", "tokenizer")
+GROWN_RECIPE = "grown_recipe"        # a preset of the grown model's recipe (tasks/grown_recipes.py)
 EVAL = "eval."
 
 
@@ -111,7 +113,8 @@ def task_keys(task) -> set[str]:
     from runs.strategies import FIELDS as strategy_keys
     recipe = _fields(task.recipe)
     specs = {f"{which}.{name}" for which in SPECS for name in _spec_fields(task)}
-    return recipe | {SMALL_RECIPE + name for name in recipe} | specs | set(TASK_KEYS) | set(strategy_keys)
+    return (recipe | {SMALL_RECIPE + name for name in recipe} | specs | set(TASK_KEYS) | set(strategy_keys)
+            | {GROWN_RECIPE})
 
 
 def route(task, method_cls, items) -> tuple[object, dict, dict]:
@@ -125,6 +128,7 @@ def route(task, method_cls, items) -> tuple[object, dict, dict]:
     options_fields = config_fields(method_cls)
     recipe_keys, spec_fields = _fields(task.recipe), _spec_fields(task)
     recipe, small_recipe, specs, changes, options, strategies = {}, {}, {w: {} for w in SPECS}, {}, {}, {}
+    grown = None
     for key, raw in items:
         which, _, name = key.partition(".")
         if key in options_fields:
@@ -139,6 +143,8 @@ def route(task, method_cls, items) -> tuple[object, dict, dict]:
         elif which in SPECS and name in spec_fields:
             spec = getattr(task, which)
             specs[which][name] = coerce(key, raw, getattr(spec, name), declared_type(type(spec), name))
+        elif key == GROWN_RECIPE:
+            grown = raw if isinstance(raw, str) else str(raw)
         elif key in TASK_KEYS:      # a path or a name: command-line text verbatim (a path "1e-4" stays one)
             changes[key] = raw if raw is None or isinstance(raw, str) else str(raw)
         elif key in strategy_keys:
@@ -158,4 +164,7 @@ def route(task, method_cls, items) -> tuple[object, dict, dict]:
                 raise ValueError(f"--set {given}: the {which} model's {e}") from None
     task = task.with_(recipe=task.recipe.with_(**recipe), small_recipe=task.small_recipe.with_(**small_recipe),
                       **changes)
+    if grown is not None:
+        from tasks.grown_recipes import apply_grown_recipe
+        task = apply_grown_recipe(task, grown, getattr(method_cls, "needs_small", True), set(recipe))
     return task, options, strategies

@@ -23,6 +23,7 @@ from methods.base import GrowthMethod, Stage
 from models import get_family
 from models.flops import backward_flops, ran_forward
 from models.seeding import seed_dropout
+from models.twins import grows_width, twin_fractions
 from runs import distributed
 from runs.ledger import FlopsLedger
 from runs.record import RunWriter, save_atomic
@@ -299,6 +300,8 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
             running = []
             if is_eval:
                 row.update(evaluate(model, family, eval_batches, device, recipe.bf16))
+                if parallel != "fsdp" or distributed.world_size() == 1:    # FSDP holds shards, not units
+                    row.update(width_twins(model, family, task))
                 bar.set_postfix(eval_loss=f"{row['eval_loss']:.3f}")
                 # checkpoint after the row is logged, so a resume never repeats or loses a line
                 writer.log(row)
@@ -315,6 +318,19 @@ def full_model(model, family, task, stage: Stage | None = None) -> bool:
     every block active): savings count only those (paper §4.1), never MSLT's shallower stacking stages or staged
     training's sub-network."""
     return model_spec(model, family).layers == task.large.layers and (stage is None or stage.active_blocks is None)
+
+
+def width_twins(model, family, task) -> dict:
+    """{"twins": {space: fraction}, "twin_gap": {space: median gap}} for a model of the large width on a pair that grows width (models/twins.py: the
+    share of added units that are still copies of another unit), else {}. Logged on every evaluation row, scratch
+    included (its control value is 0), so that the records show whether a copy init ever used the width it added."""
+    if not grows_width(task.small, task.large) or not family.owns(model):
+        return {}
+    spec = model_spec(model, family)
+    if (spec.hidden, spec.heads, spec.kv, spec.ffn) != (task.large.hidden, task.large.heads, task.large.kv,
+                                                         task.large.ffn):
+        return {}
+    return twin_fractions(family.to_canonical(model), task.small)
 
 
 def model_spec(model, family):

@@ -88,6 +88,8 @@ class Task:
     # Scale-dependent defaults for method config fields, by field name (no method is named here): a method
     # that has the field takes the value unless the user sets it.
     method_defaults: tuple[tuple[str, object], ...] = ()
+    # the preset a growth run's `recipe` was changed by (tasks/grown_recipes.py); "same": the task's own recipe
+    grown_recipe: str = "same"
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self):
@@ -110,6 +112,9 @@ class Task:
                 if recipe.seq_len > spec.positions:
                     raise ValueError(f"the {which}seq_len ({recipe.seq_len}) exceeds the positions of "
                                      f"{spec.short()} ({spec.positions}); lower --set {key}")
+        from tasks.grown_recipes import PRESETS
+        if self.grown_recipe not in PRESETS:
+            raise ValueError(f"unknown grown_recipe '{self.grown_recipe}'; known: {', '.join(PRESETS)}")
         for key in ("data_path", "tokenizer"):
             if getattr(self, key) is not None and not str(getattr(self, key)).strip():
                 raise ValueError(f"{key} is empty; give a path (or leave {key} out for the task's default)")
@@ -171,5 +176,7 @@ class Task:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d.pop("extra")
+        if d["grown_recipe"] == "same":     # left out, so that records made before the field existed still match
+            d.pop("grown_recipe")
         d["small"], d["large"] = self.small.to_dict(), self.large.to_dict()
         return d

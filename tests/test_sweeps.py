@@ -14,7 +14,7 @@ def test_sweep_labels_match_figures_and_resume_status(tmp_path):
         for p in panels:
             assert set(p.labels or ()) <= labels, p
     todo = plan(["bert", "ligo_init"], "mini", [0, 1])
-    assert len(todo) == len({(e.task, e.name, s) for e, s in todo}) == 18      # shared runs listed once
+    assert len(todo) == len({(e.task, e.name, s) for e, s in todo}) == 20      # shared runs listed once
     d = run_dir(tmp_path, todo[0][0], "mini", 0)
     assert status(d) == "new"
     write_run(tmp_path, "scratch", SCRATCH[:2], complete=False)
