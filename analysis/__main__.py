@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from analysis import figures, regime, tables
+from analysis import axes, figures, regime, tables
 from analysis.load import curves_frame, load_runs, runs_frame
 from analysis.savings import all_savings, summarize
 from runs.record import enclosing_record
@@ -41,7 +41,10 @@ TARGET_NOTE = ("Savings (paper §4.1): method seed s against scratch seed s only
                "stages never count), interpolated linearly between eval points, operator fit included. Saving = "
                "1 - method/scratch, mean ± sample std over seeds. 'no scratch s<N>': that seed has no scratch run "
                "of its own, so no saving. 'incl. small-model pretraining': growbench's own columns (not the "
-               "paper's), which also charge the small model's pretraining to the method. 'not reached': the run "
+               "paper's), which also charge the small model's pretraining to the method; 'excl. fit': growbench's "
+               "column that leaves the operator fit out, to show how much of the order the fit's share decides. "
+               "A label with a grown-recipe suffix (ligo-warmup0) trained the grown model with that preset and is "
+               "measured against scratch's own recipe. 'not reached': the run "
                "never got to the target. 'A = B': the labels are one computation (same fingerprint or a "
                "recorded twin), one row.")
 
@@ -200,6 +203,26 @@ def main(argv=None) -> int:
                    + regime.caption_warning(checks, task, scale))
         written += write_table(df, args.out, f"savings-{task}-{scale}", caption)
         report += [markdown(df, caption), ""]
+    report += ["## Why: the grown model's recipe and copy symmetry", ""]
+    for task, scale in groups:
+        rows = axes.recipe_rows(seeds, runs, task, scale)
+        if axes.has_recipe_axis(rows):
+            caption = (f"{task} [{scale}]: FLOPs saving by the grown model's recipe (tasks/grown_recipes.py), each "
+                       "seed against its own scratch seed trained with the task's recipe; (n/m): seeds that reached "
+                       "scratch's final of those run" + regime.caption_warning(checks, task, scale))
+            df = axes.recipe_table(rows)
+            written += write_table(df, args.out, f"recipes-{task}-{scale}", caption)
+            written += axes.recipe_figure(rows, task, scale, args.out, args.formats)
+            report += [markdown(df, caption), "", f"![recipes](recipes-{task}-{scale}.png)", ""]
+        points = axes.twin_points(curves, task, scale)
+        if not points.empty:
+            caption = (f"{task} [{scale}]: share of the added units that are twins of another unit (incoming weights "
+                       "within 1%; models/twins.py), at step 0 → at the end, seed mean; gap: median relative distance "
+                       "of the added units to their nearest unit at the end")
+            df = axes.twins_table(points)
+            written += write_table(df, args.out, f"twins-{task}-{scale}", caption)
+            written += axes.twins_figure(points, task, scale, args.out, args.formats)
+            report += [markdown(df, caption), "", f"![twins](twins-{task}-{scale}.png)", ""]
     figs = []
     for scale in scales:
         for name in figures.PAPER_FIGURES:

@@ -36,7 +36,7 @@ import pandas as pd
 # Why import runs.record rather than re-implement it: it is the format's one reader, stdlib only (runs/__init__
 # is empty, so no torch is pulled in), and it owns the truncated-last-line recovery that analysis must share.
 # Nothing else from runs/, models/, methods/ or tasks/ is imported here or anywhere in analysis/.
-from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, Run, load_run
+from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, Run, load_run, without_logging
 
 SEED_SUFFIX = re.compile(r"^(?P<label>.+)-s(?P<seed>\d+)$")
 SMALL_SUFFIX = ":small"
@@ -167,11 +167,24 @@ def trained(run: Run) -> bool:
     return run.summary.get("step") != 0
 
 
+def grown_recipe(run: Run) -> tuple[str | None, dict]:
+    """(preset name, the recipe fields it changed) of a growth run (config.json `grown_recipe`, tasks/grown_recipes.py):
+    ("same", {}) for a grown model trained with scratch's recipe; (None, {}) for scratch and for records made before
+    the field existed."""
+    recorded = run.config.get("grown_recipe")
+    if not isinstance(recorded, dict):
+        return None, {}
+    changes = recorded.get("changes")
+    return recorded.get("name"), changes if isinstance(changes, dict) else {}
+
+
 def recipe_mismatches(runs: list[Run]) -> list[Problem]:
     """Savings compare a method with scratch under one training recipe; a run trained under another recipe than
     its task's scratch run is kept but flagged, naming the fields that differ, since its saving then compares two
     recipes: fewer `steps` (a faster decay, LEMON's schedule) still prices reaching scratch's final, another lr
-    credits the method with a tuning scratch did not get."""
+    credits the method with a tuning scratch did not get. Two differences are not flagged: the fields a run's
+    named grown recipe declares it changed (config.json `grown_recipe`: a labelled variant, "LiGO (warmup0)", whose
+    saving is by design against scratch's own recipe), and when to log (runs.record.LOGGING_FIELDS)."""
     scratch = {}
     for r in runs:
         t, s, role, _, _ = identity(r)
@@ -182,6 +195,7 @@ def recipe_mismatches(runs: list[Run]) -> list[Problem]:
         t, s, role, _, _ = identity(r)
         ref = scratch.get((t, s))
         mine, theirs = r.config["task"].get("recipe") or {}, ref or {}   # a record without one: every field differs
+        mine, theirs = without_logging(mine), {**without_logging(theirs), **grown_recipe(r)[1]}
         if role == "large" and trained(r) and ref is not None and mine != theirs:
             differs = ", ".join(f"{k} {mine.get(k)!r} vs {theirs.get(k)!r}" for k in sorted(mine | theirs)
                                 if mine.get(k) != theirs.get(k))
@@ -302,12 +316,23 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "small_recipe": r.config["task"].get("small_recipe") or {},
             "world_size": (r.config.get("distributed") or {}).get("world_size") or 1,
             "seconds_per_flop": seconds_per_flop(r.metrics),
+            "grown_recipe": grown_recipe(r)[0],
         })
     cols = ["task", "scale", "role", "label", "method", "seed", "dir", "final_loss", "final_acc", "flops",
             "wall", "steps", "trained", "fit_flops", "fit_wall_missing", "init_loss", "init_acc", "has_small", "pretrain_flops",
             "pretrain_wall", "method_config", "downstream", "computation", "twin_of", "curve", "unigram_ce",
-            "eval_items", "units", "recipe", "small_recipe", "world_size", "seconds_per_flop"]
+            "eval_items", "units", "recipe", "small_recipe", "world_size", "seconds_per_flop", "grown_recipe"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def _spaces(value) -> dict | None:
+    """A logged {space: number} (twin fractions, twin gaps), or None where a row has none or it is not of that form
+    (a hand-edited record must not be read as a measurement)."""
+    if not isinstance(value, dict) or not value:
+        return None
+    ok = all(isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+             for k, v in value.items())
+    return dict(value) if ok else None
 
 
 def curves_frame(runs: list[Run]) -> pd.DataFrame:
@@ -326,9 +351,11 @@ def curves_frame(runs: list[Run]) -> pd.DataFrame:
                          "flops": float(m["flops"]), "wall": float(m.get("wall") or 0.0),
                          "eval_loss": m.get("eval_loss"), "eval_acc": m.get("eval_acc"),
                          "stage": m.get("stage"), "full_model": full, "unigram_ce": unigram,
-                         "computation": comp, "twin_of": twin, "curve": curve})
+                         "computation": comp, "twin_of": twin, "curve": curve,
+                         # copy symmetry at this evaluation (models/twins.py), where the pair grows width
+                         "twins": _spaces(m.get("twins")), "twin_gap": _spaces(m.get("twin_gap"))})
     cols = ["task", "scale", "role", "label", "method", "seed", "step", "flops", "wall", "eval_loss",
-            "eval_acc", "stage", "full_model", "unigram_ce", "computation", "twin_of", "curve"]
+            "eval_acc", "stage", "full_model", "unigram_ce", "computation", "twin_of", "curve", "twins", "twin_gap"]
     df = pd.DataFrame(rows, columns=cols)
     for c in ("eval_loss", "eval_acc", "unigram_ce"):
         df[c] = pd.to_numeric(df[c], errors="coerce")

@@ -24,7 +24,8 @@ from analysis.savings import MACHINE_SPEED_TOLERANCE
 
 # display names and order follow the paper's tables; labels not listed keep their own name, after these
 DISPLAY = {"scratch": "Scratch", "stackbert": "StackBERT", "interpolation": "Interpolation", "mslt": "MSLT",
-           "ki": "KI", "net2net": "Net2Net", "bert2bert": "bert2BERT", "ligo": "LiGO", "direct_copy": "Direct copy",
+           "ki": "KI", "net2net": "Net2Net", "bert2bert": "bert2BERT", "ligo": "LiGO", "ligo_official": "LiGO-official",
+           "direct_copy": "Direct copy",
            "hypercloning": "HyperCloning", "g_stack": "G_stack", "lemon": "LEMON", "msg": "MSG",
            "small": "Small (scratch)"}
 ORDER = list(DISPLAY)
@@ -116,7 +117,8 @@ def _downstream(runs: pd.DataFrame, adapters: bool | None = False, row_seeds: di
 # growbench's own "incl. small-model pretraining" columns charge the small model's pretraining to the method:
 # a comparison for someone who has no small model yet. The paper has no such column (its App. C.1, Figure 7,
 # grows from a small model trained briefly and still charges only the large model's training).
-SAVING_COLUMNS = (("saving_flops", "Savings (FLOPs)"), ("saving_wall", "Savings (Walltime)"),
+SAVING_COLUMNS = (("saving_flops", "Savings (FLOPs)"), ("saving_flops_no_fit", "Savings excl. fit (FLOPs)"),
+                  ("saving_wall", "Savings (Walltime)"),
                   ("saving_flops_with_small", "Savings incl. small-model pretraining (FLOPs)"),
                   ("saving_wall_with_small", "Savings incl. small-model pretraining (Walltime)"))
 

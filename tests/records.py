@@ -8,11 +8,15 @@ SCRATCH = [(0, 0, 10.0), (1, 100, 8.0), (2, 200, 6.0), (3, 300, 5.0), (4, 400, 4
 
 
 def write_run(root: Path, method: str, points, seed=0, label=None, task="bert_small_base", scale="mini",
-              small=None, complete=True, acc=False, method_config=None, wall_per_flop=0.01, steps=4):
-    """A run directory in the real format; points are (step, cumulative flops, eval metric)."""
+              small=None, complete=True, acc=False, method_config=None, wall_per_flop=0.01, steps=4, recipe=None,
+              grown_recipe=None):
+    """A run directory in the real format; points are (step, cumulative flops, eval metric). `recipe`: recipe fields
+    beside `steps`; `grown_recipe`: the config's record of a grown-recipe preset ({"name", "changes"})."""
     d = root / f"{task}-{scale}" / f"{label or method}-s{seed}"
-    config = {"task": {"name": task, "scale": scale, "recipe": {"steps": steps}}, "seed": seed, "small": small,
-              "method": {"name": method, "config": method_config or {}}, "environment": {}}
+    config = {"task": {"name": task, "scale": scale, "recipe": {"steps": steps, **(recipe or {})}}, "seed": seed,
+              "small": small, "method": {"name": method, "config": method_config or {}}, "environment": {}}
+    if grown_recipe is not None:
+        config["grown_recipe"] = grown_recipe
     w = RunWriter(d, config)
     for step, flops, value in points:
         row = {"step": step, "units": step * 10, "wall": flops * wall_per_flop, "flops": float(flops),

@@ -1,0 +1,160 @@
+"""The axes that explain a comparison (issue 41): the grown model's recipe and copy symmetry.
+
+- `recipe_table` / `recipe_figure`: one row (one line) per method, one column (one x position) per grown-recipe
+  preset (config.json `grown_recipe`, tasks/grown_recipes.py): the FLOPs saving against scratch's own-recipe run,
+  mean ± std over seeds, the figure's bars min..max over seeds. Written where a task has runs of some preset other
+  than `same`: recipes-<task>-<scale>.md/.tex/.png/.pdf.
+- `twins_table` / `twins_figure`: per label, the share of added units still twins of another unit (models/twins.py),
+  per space, at step 0 and at the last evaluation, and over training (mean over seeds, band min..max). Written where a
+  task's records carry the measure (pairs that grow width): twins-<task>-<scale>.md/.tex/.png/.pdf.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.figures import color, plt, save
+from analysis.tables import display, label_key, method_of
+
+PRESET_ORDER = ("same", "warmup0", "paper_lr", "warmup0_paper_lr", "official")
+SPACES = ("D", "Q", "K", "V", "F", "H")
+SPACE_NAMES = {"D": "residual stream", "Q": "queries", "K": "keys", "V": "values", "F": "FFN", "H": "heads"}
+
+
+def _preset_key(name: str) -> tuple:
+    return (PRESET_ORDER.index(name) if name in PRESET_ORDER else len(PRESET_ORDER), name)
+
+
+def recipe_rows(seeds: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str) -> pd.DataFrame:
+    """Per (method label, preset, seed): the FLOPs saving (NaN where not reached), for the labels whose runs carry a
+    grown recipe. The method label is the run label without its preset suffix (`ligo-warmup0` -> `ligo`)."""
+    r = runs[(runs["task"] == task) & (runs["scale"] == scale) & (runs["role"] == "large")
+             & runs["grown_recipe"].notna()]
+    s = seeds[(seeds["task"] == task) & (seeds["scale"] == scale)] if not seeds.empty else seeds
+    rows = []
+    for _, run in r.iterrows():
+        preset = run["grown_recipe"]
+        base = run["label"].removesuffix(f"-{preset}") if preset != "same" else run["label"]
+        got = s[(s["label"] == run["label"]) & (s["seed"] == run["seed"])] if not s.empty else s
+        saving = float(got["saving_flops"].iloc[0]) if len(got) else math.nan
+        rows.append({"method": base, "preset": preset, "seed": run["seed"], "saving": saving,
+                     "reached": bool(len(got) and got["reached"].iloc[0])})
+    return pd.DataFrame(rows, columns=["method", "preset", "seed", "saving", "reached"])
+
+
+def has_recipe_axis(rows: pd.DataFrame) -> bool:
+    return not rows.empty and (rows["preset"] != "same").any()
+
+
+def recipe_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Methods x presets: 'mean ± std (n/m)', n seeds that reached scratch's final of m run."""
+    presets = sorted(rows["preset"].unique(), key=_preset_key)
+    out = []
+    for method in sorted(rows["method"].unique(), key=label_key):
+        cells = {"Method": display(method)}
+        for preset in presets:
+            g = rows[(rows["method"] == method) & (rows["preset"] == preset)]
+            ok = g["saving"].dropna()
+            if g.empty:
+                cells[preset] = "--"
+            elif ok.empty:
+                cells[preset] = f"not reached (0/{len(g)})"
+            else:
+                std = f" ± {100 * ok.std(ddof=1):.1f}" if len(ok) > 1 else ""
+                cells[preset] = f"{100 * ok.mean():.1f}%{std} ({len(ok)}/{len(g)})"
+        out.append(cells)
+    return pd.DataFrame(out)
+
+
+def recipe_figure(rows: pd.DataFrame, task: str, scale: str, out: Path, formats=("png", "pdf")) -> list[Path]:
+    """Saving vs grown-model recipe: one line per method, dots the seed mean, bars min..max over seeds; a run that
+    never reached scratch's final is drawn as an open marker at the foot of the axes, seen but not read as a number."""
+    presets = sorted(rows["preset"].unique(), key=_preset_key)
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for i, method in enumerate(sorted(rows["method"].unique(), key=label_key)):
+        xs, means, lo, hi = [], [], [], []
+        offset = (i - (rows["method"].nunique() - 1) / 2) * 0.06      # methods side by side at each preset
+        for x, preset in enumerate(presets):
+            g = rows[(rows["method"] == method) & (rows["preset"] == preset)]
+            ok = g["saving"].dropna() * 100
+            if len(ok):
+                xs.append(x + offset)
+                means.append(ok.mean())
+                lo.append(ok.mean() - ok.min())
+                hi.append(ok.max() - ok.mean())
+            if len(g) > len(ok):        # at the foot of the axes, off the saving scale
+                ax.plot([x + offset], [0.03], marker="v", mfc="none", color=color(method), ls="none",
+                        transform=ax.get_xaxis_transform())
+        ax.errorbar(xs, means, yerr=[lo, hi], color=color(method), marker="o", capsize=3, label=display(method))
+    ax.set_xticks(range(len(presets)), presets)
+    ax.set_xlabel("grown model's recipe (tasks/grown_recipes.py)")
+    ax.set_ylabel("FLOPs saving vs scratch (%)")
+    ax.axhline(0, color="black", lw=0.8)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"{task} [{scale}]: saving vs the grown model's recipe\n(dot: seed mean; bar: min..max over seeds; "
+                 "open triangle at the foot: a seed that never reached scratch's final)", fontsize=8)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    return save(fig, out / f"recipes-{task}-{scale}", formats)
+
+
+def twin_points(curves: pd.DataFrame, task: str, scale: str) -> pd.DataFrame:
+    """One row per (label, seed, step, space) with the twin fraction and gap there, for the task's large runs."""
+    cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
+    rows = []
+    for _, r in cur[cur["twins"].notna()].iterrows():
+        gaps = r["twin_gap"] or {}
+        for space, value in r["twins"].items():
+            rows.append({"label": r["label"], "seed": r["seed"], "step": r["step"], "space": space,
+                         "twins": value, "gap": gaps.get(space, math.nan)})
+    return pd.DataFrame(rows, columns=["label", "seed", "step", "space", "twins", "gap"])
+
+
+def twins_table(points: pd.DataFrame) -> pd.DataFrame:
+    """Per label: each space's twin fraction at step 0 -> at its last evaluation (seed means), and the seeds."""
+    spaces = [s for s in SPACES if s in set(points["space"])]
+    out = []
+    for label in sorted(points["label"].unique(), key=label_key):
+        g = points[points["label"] == label]
+        cells = {"Method": display(label)}
+        for space in spaces:
+            p = g[g["space"] == space]
+            first = p[p["step"] == p["step"].min()].groupby("seed")["twins"].first()
+            last = p.sort_values("step").groupby("seed")["twins"].last()
+            gap = p.sort_values("step").groupby("seed")["gap"].last()
+            cells[f"{space} ({SPACE_NAMES[space]})"] = (f"{first.mean():.2f} → {last.mean():.2f} "
+                                                       f"(gap {gap.mean():.2g})") if len(p) else "--"
+        cells["Seeds"] = str(g["seed"].nunique())
+        out.append(cells)
+    return pd.DataFrame(out)
+
+
+def twins_figure(points: pd.DataFrame, task: str, scale: str, out: Path, formats=("png", "pdf")) -> list[Path]:
+    """Twin fraction over training, one panel per grown space (residual stream first), one line per label."""
+    spaces = [s for s in SPACES if s in set(points["space"])]
+    fig, axes = plt.subplots(1, len(spaces), figsize=(3.2 * len(spaces) + 1.8, 3.2), squeeze=False, sharey=True)
+    labels = sorted(points["label"].unique(), key=label_key)
+    for ax, space in zip(axes[0], spaces):
+        for label in labels:
+            p = points[(points["label"] == label) & (points["space"] == space)]
+            if p.empty:
+                continue
+            stats = p.groupby("step")["twins"].agg(["mean", "min", "max"])
+            style = "-" if method_of(label) == label else "--"
+            ax.plot(stats.index, stats["mean"], color=color(label), ls=style, marker="o", ms=2, label=display(label))
+            if p["seed"].nunique() > 1:
+                ax.fill_between(stats.index, stats["min"], stats["max"], color=color(label), alpha=0.15, lw=0)
+        ax.set_title(f"{space}: {SPACE_NAMES[space]}", fontsize=9)
+        ax.set_xlabel("step")
+        ax.set_ylim(-0.05, 1.05)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("added units still twins (share)")
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, fontsize=7, loc="center right")
+    n = points["seed"].nunique()
+    fig.suptitle(f"{task} [{scale}]: copy symmetry over training (line: mean over {n} seed(s); band: min..max; "
+                 "twins: incoming weights within 1%)", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1 - 1.8 / (3.2 * len(spaces) + 1.8), 0.93))
+    return save(fig, out / f"twins-{task}-{scale}", formats)

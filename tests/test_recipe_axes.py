@@ -1,0 +1,108 @@
+"""The grown model's recipe as a named axis (tasks/grown_recipes.py): a preset changes the grown run's recipe and
+nothing else, is recorded and named, a warm-up-0 run is at its peak lr from its first step, bad uses are refused in
+one line; when to log changes no number; the analysis compares a declared variant with scratch's own recipe, shows
+the saving without the fit, and draws the recipe axis."""
+import json
+
+import pytest
+
+from analysis.axes import recipe_rows, recipe_table
+from analysis.load import curves_frame, load_runs, runs_frame
+from analysis.savings import all_savings, summarize
+from analysis.tables import display, savings_table
+from methods import METHODS, get_method
+from records import SCRATCH, write_run
+from runs.experiment import default_out, run_experiment
+from runs.settings import route
+from tasks import get_task
+
+
+def grown_task(*items, method="stackbert", steps=4):
+    task = get_task("bert_small_base", "tiny")
+    task = task.with_(recipe=task.recipe.with_(steps=steps, log_every=1, eval_every=2))
+    return route(task, METHODS[method], list(items))[0]
+
+
+def rows(out):
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_warmup0_starts_at_the_peak_lr_and_is_recorded_and_named(tmp_path):
+    task = grown_task(("grown_recipe", "warmup0"))
+    method = get_method("stackbert", task=task)
+    assert default_out(task, method, 0).name == "stackbert-warmup0-s0"
+    out = run_experiment(task, method, out=tmp_path / "w0", progress=False, log=lambda m: None)
+    config = json.loads((out / "config.json").read_text())
+    assert config["grown_recipe"]["name"] == "warmup0" and config["grown_recipe"]["changes"] == {"warmup": 0}
+    assert config["task"]["grown_recipe"] == "warmup0" and config["task"]["recipe"]["warmup"] == 0
+    peak, steps = task.recipe.lr, task.recipe.steps
+    lr = {r["step"]: r["lr"] for r in rows(out) if "lr" in r}
+    # the lr logged after step s is the one step s + 1 uses: linear decay from the peak, no ramp before it
+    assert lr[1] == pytest.approx(peak * (steps - 1) / steps)
+    same = run_experiment(grown_task(), method, out=tmp_path / "same", progress=False, log=lambda m: None)
+    warmup = get_task("bert_small_base", "tiny").recipe.warmup
+    assert warmup > 1 and {r["step"]: r["lr"] for r in rows(same) if "lr" in r}[1] == pytest.approx(peak / warmup)
+    assert json.loads((same / "config.json").read_text())["grown_recipe"]["name"] == "same"
+    assert "grown_recipe" not in json.loads((same / "config.json").read_text())["task"]   # records stay as before
+    assert display("ligo-warmup0") == "LiGO (warmup0)" and display("ligo_official-paper_lr") == "LiGO-official (paper_lr)"
+
+
+def test_presets_change_only_the_large_recipe():
+    base = get_task("bert_small_base", "mini")
+    task = route(base, METHODS["ligo"], [("grown_recipe", "warmup0_paper_lr")])[0]
+    assert (task.recipe.warmup, task.recipe.lr) == (0, 2e-4)            # the paper's BERT peak lr
+    assert task.recipe.with_(warmup=base.recipe.warmup, lr=base.recipe.lr) == base.recipe
+    assert task.small_recipe == base.small_recipe                         # the small model is not retrained
+    llama = route(get_task("llama_small_base", "mini"), METHODS["lemon"], [("grown_recipe", "paper_lr")])[0]
+    assert llama.recipe.lr == 3e-4
+    official = route(base, METHODS["ligo"], [("grown_recipe", "official")])[0]
+    assert official.recipe.warmup == 0 and official.recipe.lr == base.recipe.lr
+
+
+@pytest.mark.parametrize("method, items, message", [
+    ("scratch", [("grown_recipe", "warmup0")], "grown_recipe=warmup0 sets a grown model's training"),
+    ("ligo", [("warmup", "5"), ("grown_recipe", "warmup0")], "--set warmup and grown_recipe=warmup0 both set warmup"),
+    ("ligo", [("grown_recipe", "warmup")], "did you mean 'warmup0'"),
+])
+def test_bad_uses_are_refused(method, items, message):
+    with pytest.raises((ValueError, KeyError), match=message):
+        route(get_task("bert_small_base", "mini"), METHODS[method], items)
+    with pytest.raises(ValueError, match="the official LiGO code grows bert and roberta only, not gpt2"):
+        route(get_task("gpt2_base_medium", "mini"), METHODS["ligo"], [("grown_recipe", "official")])
+
+
+def test_when_to_log_changes_no_number(tmp_path):
+    """eval_every and log_every are logging-only (runs.record.LOGGING_FIELDS): the sweeps and the analysis treat two
+    records that differ there as one computation, which holds only if training does not depend on them."""
+    outs = []
+    for every in (2, 4):
+        task = grown_task(method="net2net").with_()
+        task = task.with_(recipe=task.recipe.with_(eval_every=every, log_every=every))
+        outs.append(rows(run_experiment(task, get_method("net2net", task=task), out=tmp_path / f"e{every}",
+                                        progress=False, log=lambda m: None)))
+    dense, sparse = ({r["step"]: r for r in o} for o in outs)
+    assert set(sparse) < set(dense)
+    for step, r in sparse.items():
+        for key in ("eval_loss", "flops", "lr", "twins"):
+            assert r.get(key) == dense[step].get(key), (step, key)
+
+
+def test_analysis_compares_a_declared_variant_with_scratch_and_flags_an_undeclared_one(tmp_path):
+    base = {"lr": 1e-3, "warmup": 100, "eval_every": 200}
+    write_run(tmp_path, "scratch", SCRATCH, recipe=base)
+    write_run(tmp_path, "ligo", [(0, 10, 7.0), (1, 110, 5.0), (2, 210, 4.0)], recipe=base,
+              grown_recipe={"name": "same", "changes": {}})
+    write_run(tmp_path, "ligo", [(0, 10, 7.0), (1, 110, 4.0)], label="ligo-warmup0",
+              recipe={**base, "warmup": 0, "eval_every": 50}, grown_recipe={"name": "warmup0", "changes": {"warmup": 0}})
+    write_run(tmp_path, "ligo", [(0, 10, 7.0), (1, 120, 4.0)], label="ligo-tuned", recipe={**base, "lr": 5e-4})
+    runs, problems = load_runs(tmp_path)
+    assert [(p.kind, p.dir.name) for p in problems] == [("mismatch", "ligo-tuned-s0")]
+    r, c = runs_frame(runs), curves_frame(runs)
+    seeds = all_savings(c, r)
+    summary = summarize(seeds)
+    table = savings_table(summary, r, "bert_small_base", "mini").set_index("Method")
+    assert table.loc["LiGO (warmup0)", "Savings (FLOPs)"] == "72.5%"
+    # without the fit: the 10 FLOPs it spent come off the cost (110 -> 100 of scratch's 400)
+    assert table.loc["LiGO (warmup0)", "Savings excl. fit (FLOPs)"] == "75.0%"
+    axis = recipe_table(recipe_rows(seeds, r, "bert_small_base", "mini")).set_index("Method")
+    assert axis.loc["LiGO", "same"] == "47.5% (1/1)" and axis.loc["LiGO", "warmup0"] == "72.5% (1/1)"

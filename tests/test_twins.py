@@ -1,0 +1,80 @@
+"""Copy symmetry, measured (models/twins.py), on weights that have learned: a Net2Net-grown model is all twins in
+every grown space, a random init has none, a unit moved 5% off its copy stops being one, the measure does not care
+which units a method calls new, and a run records it at step 0 and at every evaluation."""
+import json
+
+import pytest
+import torch
+
+from methods import get_method
+from models import build_model, get_family
+from models.twins import TOLERANCE, redundant_units, twin_fractions
+from tasks import make_task
+
+PAIRS = {"vit": make_task("vit", dict(layers=2, hidden=32, heads=2), dict(layers=2, hidden=64, heads=4), "tiny"),
+         "bert": make_task("bert", dict(layers=2, hidden=32, heads=2), dict(layers=4, hidden=48, heads=3), "tiny")}
+
+
+def grown(pair, method, trained):
+    task = PAIRS[pair]
+    return get_family(task.family).to_canonical(get_method(method, task=task).grow(trained(task.small), task))
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_net2net_start_is_all_twins_and_random_init_none(pair, trained):
+    task = PAIRS[pair]
+    copied = twin_fractions(grown(pair, "net2net", trained), task.small)
+    assert set(copied["twins"]) == {"D", "Q", "K", "V", "F"}        # every space the pair grows
+    assert all(v == 1.0 for v in copied["twins"].values()), copied
+    assert all(v < 1e-6 for v in copied["twin_gap"].values())
+    torch.manual_seed(0)
+    fresh = twin_fractions(get_family(task.family).to_canonical(build_model(task.large)), task.small)
+    assert all(v == 0.0 for v in fresh["twins"].values()), fresh
+    assert all(v > 0.1 for v in fresh["twin_gap"].values())
+
+
+def test_symmetry_breaking_starts_are_not_twins(trained):
+    task = PAIRS["vit"]
+    direct = twin_fractions(grown("vit", "direct_copy", trained), task.small)["twins"]
+    assert all(v == 0.0 for v in direct.values()), direct          # new units are random
+    official = twin_fractions(grown("vit", "ligo_official", trained), task.small)["twins"]
+    assert all(v == 0.0 for v in official.values()), official      # new rows are random averages of all units
+    lemon = twin_fractions(grown("vit", "lemon", trained), task.small)["twins"]
+    assert lemon["D"] == 1.0       # LEMON copies incoming weights; its asymmetry is in the fan-out (split shares)
+
+
+def test_a_copy_moved_off_its_source_stops_being_a_twin(trained):
+    canon = grown("vit", "net2net", trained)
+    fc1 = canon.blocks[0]["fc1.weight"]
+    n1, n2 = PAIRS["vit"].small.ffn, PAIRS["vit"].large.ffn
+    # which row is "the copy" is the method's business: take any row that has a twin, move it 5%
+    rows = fc1.double()
+    twin = next(i for i in range(n2) for j in range(n2) if i != j and torch.equal(rows[i], rows[j]))
+    fc1[twin] += 0.05 * fc1[twin].norm() * torch.randn(fc1.shape[1], generator=torch.Generator().manual_seed(0)) \
+        / fc1.shape[1] ** 0.5
+    fractions = twin_fractions(canon, PAIRS["vit"].small)["twins"]
+    layers = len(canon.blocks)
+    assert fractions["F"] == pytest.approx((layers * (n2 - n1) - 1) / (layers * (n2 - n1)))
+    assert fractions["D"] == 1.0
+
+
+def test_groups_count_once_and_order_does_not_matter():
+    base = torch.randn(3, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    units = torch.cat([base, base[:1], base[:1], base[1:2] * (1 + TOLERANCE / 10)])   # a triple and a pair
+    assert redundant_units(units) == 3
+    assert redundant_units(units[torch.randperm(len(units))]) == 3
+    assert redundant_units(torch.cat([base, base[:1] * (1 + 10 * TOLERANCE)])) == 0
+
+
+def test_a_run_records_twins_at_step_0_and_every_evaluation(tmp_path):
+    from runs.experiment import run_experiment
+    task = PAIRS["vit"].with_(recipe=PAIRS["vit"].recipe.with_(steps=4, eval_every=2, log_every=1))
+    out = run_experiment(task, get_method("net2net", task=task), out=tmp_path / "run", progress=False,
+                         log=lambda msg: None)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    evaluated = [r for r in rows if "eval_loss" in r]
+    assert [r["step"] for r in evaluated] == [0, 2, 4]
+    assert all(set(r["twins"]) == {"D", "Q", "K", "V", "F"} and set(r["twin_gap"]) == set(r["twins"])
+               for r in evaluated)
+    assert all("twins" not in r for r in rows if "eval_loss" not in r)      # only where it evaluates
+    assert evaluated[0]["twins"]["D"] == 1.0                                  # the Net2Net start
