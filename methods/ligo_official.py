@@ -1,5 +1,6 @@
-"""LiGO as its authors started it: the official code's operator init and fit (VITA-Group/LiGO, ligo.py and
-run_grow_distributed.py), as its README's BERT grow command yields them:
+"""LiGO as its authors started it: the official code's operator init and fit, random non-twin width rows.
+
+What VITA-Group/LiGO's ligo.py and run_grow_distributed.py compute with its README's BERT grow command,
 
     python run_grow_distributed.py --config configs/bert_wiki.txt ... --tune_width --tune_depth
         --fuse_init_scheme stackbert_noisy rand --max_steps 100

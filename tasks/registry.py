@@ -43,9 +43,11 @@ VISION = {  # scale -> (spec defaults, data)
 }
 
 # Paper §4.1. BERT: bs 256, lr 2e-4, 400K steps, 10K warmup, seq 128; the small models were trained 220K
-# steps (App. C.1). RoBERTa: bs 1024, lr 8e-4. DeiT/CaiT: 300 epochs of ImageNet (1,281,167 images) at bs
+# steps (App. C.1). RoBERTa: bs 1024, lr 8e-4. Weight decay, which the paper does not state, is the official code's
+# (VITA-Group/LiGO configs/bert_wiki.txt and roberta_wiki.txt: 0.1, for scratch and grown runs alike); the grown
+# model's own recipe (the official grow command's warm-up 0) is a preset, tasks/grown_recipes.py. DeiT/CaiT: 300 epochs of ImageNet (1,281,167 images) at bs
 # 1024 = 375,300 steps, lr 5e-4 x 1024/512, wd 0.05, 5 warmup epochs, cosine (DeiT defaults).
-BERT_PAPER = Recipe(400_000, 256, 2e-4, 10_000, seq_len=128, eval_every=10_000, eval_batches=100)
+BERT_PAPER = Recipe(400_000, 256, 2e-4, 10_000, seq_len=128, weight_decay=0.1, eval_every=10_000, eval_batches=100)
 PAPER_RECIPES = {
     "bert": (BERT_PAPER, BERT_PAPER.with_(steps=220_000)),
     "roberta": (BERT_PAPER.with_(batch_size=1024, lr=8e-4), BERT_PAPER.with_(batch_size=1024, lr=8e-4, steps=220_000)),
