@@ -18,7 +18,7 @@ import pandas as pd
 from analysis.figures import color, plt, save
 from analysis.tables import display, label_key, method_of
 
-PRESET_ORDER = ("same", "warmup0", "paper_lr", "warmup0_paper_lr", "official")
+PRESET_ORDER = ("same", "warmup0", "paper_lr", "warmup0_paper_lr", "lr_tenth", "official")
 SPACES = ("D", "Q", "K", "V", "F", "H")
 SPACE_NAMES = {"D": "residual stream", "Q": "queries", "K": "keys", "V": "values", "F": "FFN", "H": "heads"}
 

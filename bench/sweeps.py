@@ -167,6 +167,10 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
           "LiGO, StackBERT under same / warmup0 / paper_lr",
           lambda scale: recipe_entries("llama_small_base", ("lemon", "ligo", "stackbert"),
                                        ("same", "warmup0", "paper_lr"))),
+    Sweep("recipes_deit", "issue 41: the grown model's recipe on DeiT (no dropout, CPU-sized): Net2Net, bert2BERT, "
+          "LEMON, LiGO under same / warmup0 / lr_tenth",
+          lambda scale: recipe_entries("deit_s_b", ("net2net", "bert2bert", "lemon", "ligo"),
+                                       ("same", "warmup0", "lr_tenth"))),
     Sweep("symmetry", "E3 (issue 41): copy symmetry on the width-only BERT pair and DeiT (no dropout): Net2Net, "
           "direct copy, bert2BERT, LiGO, LiGO with symmetry broken, LiGO as its authors started it",
           lambda scale: symmetry_entries("deit_s_b") + symmetry_entries("bert_width_only")),
@@ -176,7 +180,7 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
 # the committed mini-scale comparison: BERT with every method, a GPT-2 and a vision comparison
 SWEEPS["mini"] = Sweep("mini", "the three main comparisons (bert + gpt2 + deit: Tables 1-2, Figures 2(a-b), 3(c), 4)",
                        lambda scale: [e for n in ("bert", "gpt2", "deit") for e in SWEEPS[n].entries(scale)])
-BEYOND_PAPER = ("llama", "lemon", "recipes_llama")     # not the paper's: `all` leaves them out
+BEYOND_PAPER = ("llama", "lemon", "recipes_llama", "recipes_deit")     # not the paper's: `all` leaves them out
 SWEEPS["all"] = Sweep("all", "every table and figure",
                       lambda scale: [e for s in list(SWEEPS.values()) if s.name not in ("mini", "all") + BEYOND_PAPER
                                      for e in s.entries(scale)])

@@ -16,6 +16,8 @@ Presets, and where their values come from:
 - paper_lr: the peak lr of the family's paper-scale recipe (tasks/registry.py PAPER_RECIPES: BERT 2e-4, Llama 3e-4,
   ...), where the mini recipes, tuned for training from scratch, are 5-10x higher; at paper scale it is `same`.
 - warmup0_paper_lr: both.
+- lr_tenth: a tenth of the task's peak lr, for any family (the vision paper recipe's lr is mini's, 1e-3, where DeiT's
+  linear scaling rule at mini's batch of 64 gives 6.25e-5: "a lower peak lr" needs no paper value).
 - official: what the official LiGO README's grow command changes against its scratch command: BERT `--warmup_steps 0`
   (lr 2e-4 in both); RoBERTa nothing (it grows with `--warmup_steps 10000`, as from scratch). The weight decay,
   which the paper does not state, is the official config's for scratch and grown runs alike (0.1, tasks/registry.py).
@@ -61,6 +63,7 @@ PRESETS: dict[str, GrownRecipe] = {p.name: p for p in (
     GrownRecipe("paper_lr", "the peak lr of the family's paper-scale recipe", _paper_lr),
     GrownRecipe("warmup0_paper_lr", "no warm-up and the paper-scale peak lr",
                 lambda task: {"warmup": 0, **_paper_lr(task)}),
+    GrownRecipe("lr_tenth", "a tenth of the task's peak lr", lambda task: {"lr": task.recipe.lr / 10}),
     GrownRecipe("official", "what the official LiGO grow command changes (BERT: no warm-up)", _official),
 )}
 

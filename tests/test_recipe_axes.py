@@ -55,6 +55,9 @@ def test_presets_change_only_the_large_recipe():
     assert task.small_recipe == base.small_recipe                         # the small model is not retrained
     llama = route(get_task("llama_small_base", "mini"), METHODS["lemon"], [("grown_recipe", "paper_lr")])[0]
     assert llama.recipe.lr == 3e-4
+    deit = get_task("deit_s_b", "mini")
+    assert route(deit, METHODS["net2net"], [("grown_recipe", "lr_tenth")])[0].recipe.lr == pytest.approx(
+        deit.recipe.lr / 10)
     official = route(base, METHODS["ligo"], [("grown_recipe", "official")])[0]
     assert official.recipe.warmup == 0 and official.recipe.lr == base.recipe.lr
 
