@@ -323,6 +323,7 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             distributed.sum_over_ranks(ledger, before)
             torch.manual_seed(seed)
             large = method.grow(small_model, task)
+            check_grown(large, family, task, method)
             start_wall = time.perf_counter() - started
             row = {"step": 0, "units": 0, "wall": round(start_wall, 4), "stage": "init", "flops": ledger.total,
                    "full_model": full_model(large, family, task) and method.computes_large(0, task.recipe.steps),
@@ -359,6 +360,13 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
         writer.finish(summary)
     except KeyboardInterrupt as e:
         raise interrupted(e, writer) from None
+    except WrongArchitecture:
+        if writer is not None and mode == "new":   # refused before step 0: take back what this run wrote
+            writer.close()
+            for name in (METRICS, CONFIG):
+                (out / name).unlink(missing_ok=True)
+            writer = None
+        raise
     finally:
         if writer is not None:
             writer.close()
@@ -366,6 +374,27 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             lock.release(undo=writer is None)     # refused or interrupted before writing: leave no trace
     distributed.barrier()              # the record (and a cached small model) is complete before any rank reads it
     return out
+
+
+class WrongArchitecture(ValueError):
+    """A method grew a model that is not the task's large model: refused before step 0."""
+
+
+def check_grown(model, family, task, method: GrowthMethod) -> None:
+    """The grown model must be the task's large architecture in every size (layers, hidden, heads, key/value heads,
+    FFN, positions, vocabulary, image and patch size, classes, class layers, tied embeddings), or a run would train
+    and score another model as the large one (a width-copying method on a pair that grows width trained a 64-wide
+    model in a 96-wide task, and every row said full_model). Depth alone may differ where the method's stages change
+    the model's depth (MSLT starts shallower); its evaluations then count only at full depth (trainer.full_model)."""
+    spec = family.spec_of(model)
+    staged_depth = len(method.stages(task, task.recipe.steps)) > 1
+    differ = [f"{name} {getattr(spec, name)} vs {getattr(task.large, name)}" for name in spec.__dataclass_fields__
+              if getattr(spec, name) != getattr(task.large, name) and not (name == "layers" and staged_depth)]
+    if differ:
+        raise WrongArchitecture(
+            f"method '{method.name}' grew {spec.short()}, not task {task.name}'s large model {task.large.short()} "
+            f"({', '.join(differ)}); grow must return the large architecture (a depth method on a pair that grows "
+            f"width composes a width operator, as methods/stackbert.py does); nothing was trained")
 
 
 def save_tokenizer(tokenizer, directory: Path, positions: int) -> None:

@@ -314,10 +314,10 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
 
 
 def full_model(model, family, task, stage: Stage | None = None) -> bool:
-    """Whether an evaluation now measures the large model at its full architecture (every layer of task.large,
-    every block active): savings count only those (paper §4.1), never MSLT's shallower stacking stages or staged
-    training's sub-network."""
-    return model_spec(model, family).layers == task.large.layers and (stage is None or stage.active_blocks is None)
+    """Whether an evaluation now measures the large model at its full architecture (task.large in every size, every
+    block active): savings count only those (paper §4.1), never MSLT's shallower stacking stages, staged training's
+    sub-network, or a model of another width (runs/experiment.check_grown refuses one before step 0)."""
+    return model_spec(model, family) == task.large and (stage is None or stage.active_blocks is None)
 
 
 def width_twins(model, family, task) -> dict:

@@ -98,17 +98,59 @@ def test_every_method_runs_from_the_cli(name, tmp_path):
     assert all(b > a for a, b in zip(flops[1:], flops[2:]))
 
 
-def test_readme_example_method_works_as_documented():
-    """The 'Add a growth method' example in README.md registers and grows a correct depth-only model."""
+def readme_method(name: str):
+    """Register README's "Add a growth method" snippet, as written but under `name` (so that a reader who added
+    methods/repeat_top.py keeps theirs); returns the name."""
     import re
     from pathlib import Path
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     code = re.search(r"# methods/repeat_top.py\n(.*?)```", readme, re.S).group(1)
+    assert '@register_method("repeat_top")' in code
+    exec(compile(code.replace('"repeat_top"', f'"{name}"'), "README:repeat_top", "exec"), {})
+    return name
+
+
+def test_readme_example_method_passes_the_contract(tmp_path):
+    """The 'Add a growth method' example in README.md, as written: the large layout on every family, and a run from
+    the CLI on the pair README names (which grows width too)."""
+    name = readme_method("nan_readme_repeat_top")
     try:
-        exec(compile(code, "README:repeat_top", "exec"), {})
-        task = get_task("bert_depth_only", "tiny")
-        model = get_method("repeat_top").grow(small_model(task), task)
-        assert {k: v.shape for k, v in model.state_dict().items()} == \
-               {k: v.shape for k, v in task.build_large().state_dict().items()}
+        for family in sorted(TASKS):
+            task = get_task(TASKS[family], "tiny")
+            model = trained_model(get_method(name, task=task), small_model(task), task)
+            assert get_family(family).spec_of(model) == task.large, family
+            assert {k: v.shape for k, v in model.state_dict().items()} == \
+                   {k: v.shape for k, v in task.build_large().state_dict().items()}
+        assert run.main(["--method", name, "--task", "bert_small_base", "--scale", "tiny", "--quiet",
+                         "--out", str(tmp_path / "run"), "--steps", "2"]) == 0
     finally:
-        METHODS.pop("repeat_top", None)
+        METHODS.pop(name, None)
+
+
+def test_a_method_that_grows_the_wrong_width_is_refused_before_step_0(tmp_path, capsys):
+    """README's first example copied the small model's width into a pair that grows width: it trained a 64-wide
+    model as the 96-wide one and every row said full_model. Refused now in one line, nothing written."""
+    from methods.base import GrowthMethod
+    from methods.registry import register_method
+    from models import from_canonical, to_canonical
+    from models.canonical import copy_depth
+    from runs.trainer import full_model
+
+    @register_method("nan_narrow_copy")
+    class NarrowCopy(GrowthMethod):
+        def grow(self, small, task):
+            return from_canonical(copy_depth(to_canonical(small), [min(l, task.small.layers - 1)
+                                                                   for l in range(task.large.layers)]))
+    try:
+        task = get_task("bert_small_base", "tiny")
+        narrow = NarrowCopy().grow(small_model(task), task)
+        assert not full_model(narrow, get_family("bert"), task)       # the layer count alone said True
+        out = tmp_path / "run"
+        assert run.main(["--method", "nan_narrow_copy", "--task", "bert_small_base", "--scale", "tiny", "--quiet",
+                         "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: method 'nan_narrow_copy' grew bert 2L/64H") \
+            and "hidden 64 vs 96" in err[0]
+        assert not out.exists()
+    finally:
+        METHODS.pop("nan_narrow_copy", None)

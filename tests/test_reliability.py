@@ -414,7 +414,7 @@ OTHER_CLIS = [  # (module, arguments, what the one-line error must say): refused
     # what would fail each run after training (or fail every run) is refused before the first one
     ("bench.sweeps", ["bert", "--set", "nosuchkey=1", "--out", "{tmp}/sw", "--dry-run"], "unknown --set key"),
     ("bench.sweeps", ["bert", "--set", "fit_steps=3", "--out", "{tmp}/sw", "--dry-run"],
-     "an option of ligo, not of method 'scratch'"),
+     "an option of ligo, ligo_official, not of method 'scratch'"),
     ("bench.sweeps", ["bert", "--eval", "nosuite", "--out", "{tmp}/sw", "--dry-run"], "unknown suite 'nosuite'"),
     ("bench.sweeps", ["bert", "--eval", "mini", "--set", "eval.sedes=0", "--out", "{tmp}/sw", "--dry-run"],
      "unknown evaluation option 'sedes'; did you mean 'seeds'"),
