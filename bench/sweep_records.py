@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 # runs.record is stdlib only: importing it here costs `--list` and `--dry-run` nothing
-from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, copy_record, read_json
+from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, copy_record, logged_alike, read_json
 
 RECORD_FILES = (CONFIG, METRICS, SUMMARY, EVAL_FILE)   # eval.json: if evaluated
 
@@ -16,15 +16,6 @@ def status(path: Path) -> str:
     if (path / SUMMARY).exists():
         return "done"
     return "resume" if (path / CONFIG).exists() else "new"
-
-
-def logged_alike(task: dict | None) -> dict | None:
-    """A task record with its recipe's LOGGING_FIELDS left out: a record evaluated every 50 steps is this sweep's
-    result where it evaluates every 200 (the same computation, logged more densely), and the other way round."""
-    from runs.record import without_logging
-    if not isinstance(task, dict) or not isinstance(task.get("recipe"), dict):
-        return task
-    return {**task, "recipe": without_logging(task["recipe"])}
 
 
 def stale_reason(path: Path, task, method, strategies) -> str | None:

@@ -35,6 +35,14 @@ def without_logging(recipe: dict | None) -> dict:
     return {k: v for k, v in (recipe or {}).items() if k not in LOGGING_FIELDS}
 
 
+def logged_alike(task: dict | None) -> dict | None:
+    """A task record with its recipe's LOGGING_FIELDS left out: what decides the computation (a sweep's record
+    evaluated every 50 steps is the one it would make evaluating every 200, and the other way round)."""
+    if not isinstance(task, dict) or not isinstance(task.get("recipe"), dict):
+        return task
+    return {**task, "recipe": without_logging(task["recipe"])}
+
+
 @contextmanager
 def atomic_path(path: Path):
     """`with atomic_path(p) as tmp:` write `tmp`; on leaving it is fsynced and renamed to `p`, so readers see
