@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -78,6 +79,16 @@ def write_table(df, out: Path, stem: str, caption: str) -> list[Path]:
     note = "".join(f" {n}" for n in notes(df))
     tex.write_text(tables.to_latex(df, caption + note, f"table:{stem}"))
     return [md, tex]
+
+
+def headline_line(df, task: str, scale: str, checks) -> str:
+    """One line per task for the terminal: the main comparison's FLOPs savings in the table's order, variants left
+    out ('ligo-warmup0'), a failed regime check said first."""
+    variant = re.compile(r"\((?!s\d+ = )")       # "LiGO (warmup0)"; not a partial twin mark "(s0 = Net2Net)"
+    rows = [r for _, r in df.iterrows() if r["Method"] != "Scratch" and not variant.search(r["Method"])]
+    cells = "; ".join(f"{r['Method']} {r['Savings (FLOPs)']}" for r in rows)
+    warning = " [regime check failed]" if regime.caption_warning(checks, task, scale) else ""
+    return f"  {task} [{scale}]{warning}: {cells}\n"
 
 
 def targets(seeds, task: str, scale: str) -> str:
@@ -194,6 +205,7 @@ def main(argv=None) -> int:
             written += write_table(df, args.out, f"{name}-{scale}", caption)
             report += [markdown(df, caption), ""]
     report += ["## Savings per task", ""]
+    headline = []
     for task, scale in groups:
         df = tables.savings_table(summary, runs, task, scale) if not summary.empty else None
         if df is None or df.empty:
@@ -203,6 +215,7 @@ def main(argv=None) -> int:
                    + regime.caption_warning(checks, task, scale))
         written += write_table(df, args.out, f"savings-{task}-{scale}", caption)
         report += [markdown(df, caption), ""]
+        headline.append(headline_line(df, task, scale, checks))
     report += ["## Why: the grown model's recipe and copy symmetry", ""]
     for task, scale in groups:
         rows = axes.recipe_rows(seeds, runs, task, scale)
@@ -237,6 +250,8 @@ def main(argv=None) -> int:
     report += ["## Figures", ""] + [f"- [{f.name}]({f.name})" for f in figs if f.suffix == ".png"] + [""]
     if missing:
         report += ["## Not produced (no runs for them)", ""] + [f"- {m}" for m in missing] + [""]
+    print("savings (FLOPs, mean ± std over seeds; every row in savings-<task>-<scale>.md):")
+    print("".join(headline), end="")
     (args.out / "report.md").write_text("\n".join(report))
     written.append(args.out / "report.md")
     stale = remove_stale(args.out, written)

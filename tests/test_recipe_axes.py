@@ -109,3 +109,15 @@ def test_analysis_compares_a_declared_variant_with_scratch_and_flags_an_undeclar
     assert table.loc["LiGO (warmup0)", "Savings excl. fit (FLOPs)"] == "75.0%"
     axis = recipe_table(recipe_rows(seeds, r, "bert_small_base", "mini")).set_index("Method")
     assert axis.loc["LiGO", "same"] == "47.5% (1/1)" and axis.loc["LiGO", "warmup0"] == "72.5% (1/1)"
+
+
+def test_analysis_prints_the_headline_savings(tmp_path, capsys):
+    from analysis.__main__ import main
+    write_run(tmp_path / "runs", "scratch", SCRATCH)
+    write_run(tmp_path / "runs", "ligo", [(0, 10, 7.0), (1, 110, 4.0)])
+    write_run(tmp_path / "runs", "ligo", [(0, 10, 7.0), (1, 210, 4.0)], label="ligo-warmup0",
+              grown_recipe={"name": "warmup0", "changes": {}})
+    assert main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--formats", "png"]) == 0
+    out = capsys.readouterr().out
+    assert "  bert_small_base [mini]: LiGO 72.5%\n" in out          # the main comparison; variants in the tables
+    assert (tmp_path / "out" / "recipes-bert_small_base-mini.md").exists()
