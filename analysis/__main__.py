@@ -227,7 +227,7 @@ def main(argv=None) -> int:
             written += write_table(df, args.out, f"recipes-{task}-{scale}", caption)
             written += axes.recipe_figure(rows, task, scale, args.out, args.formats)
             report += [markdown(df, caption), "", f"![recipes](recipes-{task}-{scale}.png)", ""]
-        points = axes.twin_points(curves, task, scale)
+        points = axes.twin_points(curves, runs, task, scale)
         if not points.empty:
             caption = (f"{task} [{scale}]: share of the added units that are twins of another unit (incoming weights "
                        "within 1%; models/twins.py), at step 0 → at the end, seed mean; gap: median relative distance "

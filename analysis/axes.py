@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.figures import color, plt, save
+from analysis.identical import merge
 from analysis.tables import display, label_key, method_of
 
 PRESET_ORDER = ("same", "warmup0", "paper_lr", "warmup0_paper_lr", "lr_tenth", "official")
@@ -100,16 +101,23 @@ def recipe_figure(rows: pd.DataFrame, task: str, scale: str, out: Path, formats=
     return save(fig, out / f"recipes-{task}-{scale}", formats)
 
 
-def twin_points(curves: pd.DataFrame, task: str, scale: str) -> pd.DataFrame:
-    """One row per (label, seed, step, space) with the twin fraction and gap there, for the task's large runs."""
+def twin_points(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str) -> pd.DataFrame:
+    """One row per (label, seed, step, space) with the twin fraction and gap there, for the task's large runs; labels
+    that are one computation (analysis/identical.py: StackBERT = Net2Net on a width-only pair) are one label, named
+    after all of them."""
     cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
+    merged = merge(runs[(runs["task"] == task) & (runs["scale"] == scale)])
+    shown = set(cur.loc[cur["twins"].notna(), "label"])
     rows = []
     for _, r in cur[cur["twins"].notna()].iterrows():
+        group = sorted(set(merged.group(r["label"])) & shown, key=label_key)
+        if group[0] != r["label"]:
+            continue                      # drawn under the first label of its computation
         gaps = r["twin_gap"] or {}
         for space, value in r["twins"].items():
-            rows.append({"label": r["label"], "seed": r["seed"], "step": r["step"], "space": space,
-                         "twins": value, "gap": gaps.get(space, math.nan)})
-    return pd.DataFrame(rows, columns=["label", "seed", "step", "space", "twins", "gap"])
+            rows.append({"label": r["label"], "name": " = ".join(map(display, group)), "seed": r["seed"],
+                         "step": r["step"], "space": space, "twins": value, "gap": gaps.get(space, math.nan)})
+    return pd.DataFrame(rows, columns=["label", "name", "seed", "step", "space", "twins", "gap"])
 
 
 def twins_table(points: pd.DataFrame) -> pd.DataFrame:
@@ -118,7 +126,7 @@ def twins_table(points: pd.DataFrame) -> pd.DataFrame:
     out = []
     for label in sorted(points["label"].unique(), key=label_key):
         g = points[points["label"] == label]
-        cells = {"Method": display(label)}
+        cells = {"Method": g["name"].iloc[0]}
         for space in spaces:
             p = g[g["space"] == space]
             first = p[p["step"] == p["step"].min()].groupby("seed")["twins"].first()
@@ -132,29 +140,41 @@ def twins_table(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def twins_figure(points: pd.DataFrame, task: str, scale: str, out: Path, formats=("png", "pdf")) -> list[Path]:
-    """Twin fraction over training, one panel per grown space (residual stream first), one line per label."""
+    """Copy symmetry over training, one column per grown space (residual stream first): the share of added units
+    that are twins (top) and the twin gap, how far the nearest units are apart (bottom, log scale: exact copies sit
+    at the floor, drifting ones climb, random units are near 1)."""
     spaces = [s for s in SPACES if s in set(points["space"])]
-    fig, axes = plt.subplots(1, len(spaces), figsize=(3.2 * len(spaces) + 1.8, 3.2), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(2, len(spaces), figsize=(2.8 * len(spaces) + 0.8, 6.4), squeeze=False, sharex=True)
     labels = sorted(points["label"].unique(), key=label_key)
-    for ax, space in zip(axes[0], spaces):
+    floor = 1e-9                     # exact copies: a gap of 0 drawn at the floor of the log axis
+    for col, space in enumerate(spaces):
         for label in labels:
             p = points[(points["label"] == label) & (points["space"] == space)]
             if p.empty:
                 continue
-            stats = p.groupby("step")["twins"].agg(["mean", "min", "max"])
             style = "-" if method_of(label) == label else "--"
-            ax.plot(stats.index, stats["mean"], color=color(label), ls=style, marker="o", ms=2, label=display(label))
-            if p["seed"].nunique() > 1:
-                ax.fill_between(stats.index, stats["min"], stats["max"], color=color(label), alpha=0.15, lw=0)
-        ax.set_title(f"{space}: {SPACE_NAMES[space]}", fontsize=9)
-        ax.set_xlabel("step")
-        ax.set_ylim(-0.05, 1.05)
-        ax.grid(alpha=0.3)
+            for row, (value, clip) in enumerate((("twins", None), ("gap", floor))):
+                stats = p.groupby("step")[value].agg(["mean", "min", "max"])
+                if clip:
+                    stats = stats.clip(lower=clip)
+                ax = axes[row][col]
+                ax.plot(stats.index, stats["mean"], color=color(label), ls=style, marker="o", ms=2,
+                        label=p["name"].iloc[0])
+                if p["seed"].nunique() > 1:
+                    ax.fill_between(stats.index, stats["min"], stats["max"], color=color(label), alpha=0.15, lw=0)
+        axes[0][col].set_title(f"{space}: {SPACE_NAMES[space]}", fontsize=9)
+        axes[0][col].set_ylim(-0.05, 1.05)
+        axes[1][col].set_yscale("log")
+        axes[1][col].set_ylim(floor / 2, 3)
+        axes[1][col].set_xlabel("step")
+        for ax in axes[:, col]:
+            ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("added units still twins (share)")
+    axes[1][0].set_ylabel("twin gap (relative distance)")
     handles, names = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, names, fontsize=7, loc="center right")
+    fig.legend(handles, names, fontsize=7, loc="lower center", ncol=min(4, len(names)))
     n = points["seed"].nunique()
-    fig.suptitle(f"{task} [{scale}]: copy symmetry over training (line: mean over {n} seed(s); band: min..max; "
-                 "twins: incoming weights within 1%)", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1 - 1.8 / (3.2 * len(spaces) + 1.8), 0.93))
+    fig.suptitle(f"{task} [{scale}]: copy symmetry over training (line: mean over {n} seed(s), band: min..max; "
+                 f"twins: incoming weights within 1%; a gap of 0 drawn at {floor:g})", fontsize=9)
+    fig.tight_layout(rect=(0, 0.04 + 0.025 * ((len(names) + 3) // 4), 1, 0.95))
     return save(fig, out / f"twins-{task}-{scale}", formats)

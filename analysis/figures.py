@@ -71,7 +71,7 @@ YLABEL = {"eval_loss": "validation loss (log perplexity)", "eval_acc": "validati
 # one colour per method (LiGO red, as it is the subject); a variant (ligo-fit500) keeps its method's colour
 # and takes a dashed or dotted line instead
 COLORS = {"scratch": "tab:blue", "stackbert": "tab:orange", "interpolation": "tab:olive", "mslt": "tab:green",
-          "ki": "tab:purple", "net2net": "tab:brown", "bert2bert": "tab:pink", "ligo": "tab:red",
+          "ki": "tab:purple", "net2net": "tab:brown", "bert2bert": "tab:pink", "ligo": "tab:red", "ligo_official": "magenta",
           "direct_copy": "tab:gray", "hypercloning": "teal", "g_stack": "gold", "lemon": "navy", "msg": "darkviolet"}
 VARIANT_STYLES = ["--", ":", "-.", (0, (5, 1, 1, 1, 1, 1))]
 
