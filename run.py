@@ -79,7 +79,8 @@ def main(argv=None) -> int:
                         "costs more than it saves on short runs)")
     p.add_argument("--fsdp", action="store_true", help="under torchrun: shard weights, gradients and optimizer "
                    "state over the processes (FSDP2) instead of replicating them (DDP, the default)")
-    p.add_argument("--list", action="store_true", help="list methods and tasks")
+    p.add_argument("--list", action="store_true", help="list methods and tasks; with --method NAME, that method's "
+                   "options (type, default, what each accepts and means)")
     p.add_argument("--eval", action="store_true", help="evaluate downstream after training (tasks/evals)")
     p.add_argument("--evaluate", metavar="RUN_DIR", help="evaluate an existing run downstream; --set KEY=VALUE "
                    "then sets evaluation options (epochs, lr, batch_size, seeds=0,1,2, max_train, data_dir, ...)")
@@ -88,10 +89,10 @@ def main(argv=None) -> int:
     p.add_argument("--only", help="evaluate only these tasks of the suites, e.g. --only sst2,cola")
     args = p.parse_args(argv)
     if args.list:        # read from the registries' source, without importing torch (runs/catalog.py)
-        from runs.catalog import listing
+        from runs.catalog import listing, method_options
         try:
-            print(listing(args.scale))
-        except ValueError as e:
+            print(method_options(args.method) if args.method else listing(args.scale))
+        except (KeyError, ValueError) as e:
             print(error_line(e), file=sys.stderr)
             return 2
         return 0

@@ -58,14 +58,14 @@ from tasks.rules import above, adam_betas, at_least, integer_at_least
 @dataclass
 class LigoConfig(Config):
     fit_steps: int = 100                 # paper §3.2 "e.g., 100 iterations"; the official README's --max_steps 100
-    order: str = "width_first"           # paper Alg. 1 | "depth_first" (official code)
-    width_form: str = "full"             # B [D2, D1] | "identity_prefix" (official: [I; C], only C learned)
-    tying: str = "pinv"                  # IN side: B's pseudo-inverse | "literal" (A = B, Alg. 1) | "untied"
+    order: str = "width_first"           # "width_first" (paper Alg. 1) | "depth_first" (official code)
+    width_form: str = "full"             # "full": B [D2, D1] | "identity_prefix" (official: [I; C], only C learned)
+    tying: str = "pinv"                  # IN side: "pinv", B's pseudo-inverse | "literal" (A = B, Alg. 1) | "untied"
     separate_bias_depth: bool = False    # official: every module with a bias has separate weight/bias w
-    depth_init: str = "stackbert"        # | "interpolation" | "stackbert_noisy" (official README)
-    width_init: str = "net2net"          # | "random" (official README: normalised uniform rows)
+    depth_init: str = "stackbert"        # "stackbert" | "interpolation" | "stackbert_noisy" (official README)
+    width_init: str = "net2net"          # "net2net" | "random" (official README: normalised uniform rows)
     init_noise: float = 0.03             # official --fuse_init_noise default (stackbert_noisy)
-    fit_noise: float = 0.0               # symmetry-breaking noise on new units' width rows before a fit (above)
+    fit_noise: float = 0.0               # symmetry-breaking noise on new units' width rows before a fit (module doc)
     seed: int = 0                        # operator init (Net2Net maps: the same seed gives net2net's maps)
     # Optimiser of the operator fit (prefixed fit_ so that `--set lr=...` keeps meaning the training recipe):
     # official run_grow_distributed.py `train` (transformers AdamW over every operator coefficient -- none

@@ -42,13 +42,13 @@ OFFICIAL_FIT_WARMUP_PER_STEP = 100   # configs/bert_wiki.txt warmup_steps 10000 
 
 @dataclass
 class LigoOfficialConfig(LigoConfig):
-    order: str = "depth_first"
-    width_form: str = "identity_prefix"
-    tying: str = "literal"
-    separate_bias_depth: bool = True
-    depth_init: str = "stackbert_noisy"
-    width_init: str = "random"
-    fit_warmup_steps: int | None = None      # None: 100 x fit_steps (above)
+    order: str = "depth_first"               # official: mix depth, then width per large layer
+    width_form: str = "identity_prefix"      # official: [I; C], only C learned
+    tying: str = "literal"                   # official: the IN side takes the OUT side's matrix (Alg. 1's A = B)
+    separate_bias_depth: bool = True         # official: every module with a bias has separate weight/bias w
+    depth_init: str = "stackbert_noisy"      # official: 1 at l mod L1 among U(0, init_noise), normalised
+    width_init: str = "random"               # official "rand": new rows U(0, 1), normalised to sum 1
+    fit_warmup_steps: int | None = None      # None: 100 x fit_steps, configs/bert_wiki.txt's ratio
     RULES = {"fit_warmup_steps": ((lambda v: v is None or (is_int(v) and v >= 0)),
                                   "an integer >= 0, or none (100 x fit_steps, the official ratio)")}
 

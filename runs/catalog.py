@@ -101,3 +101,56 @@ def listing(scale: str = "mini", root: Path = ROOT) -> str:
     lines += [f"  {name:20s} {family:8s} {shape(sizes[scale][0]):>12s} -> {shape(sizes[scale][1])}"
               for name, (family, sizes) in sorted(pairs.items())]
     return "\n".join(lines)
+
+
+def _field_comments(cls) -> dict[str, str]:
+    """field -> the comment on its line in the class body (`fit_steps: int = 100   # paper §3.2 ...`), for `cls` and
+    the Config classes it inherits from (a subclass's own line wins)."""
+    import inspect
+    import io
+    import tokenize
+    comments: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if "__dataclass_fields__" not in vars(klass):
+            continue
+        try:
+            source = inspect.getsource(klass)
+        except (OSError, TypeError):
+            continue
+        last_field = None
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.NAME and tok.start[1] == 4:          # a name at the class body's indent
+                last_field = (tok.string, tok.start[0])
+            elif tok.type == tokenize.COMMENT and last_field and tok.start[0] == last_field[1]:
+                comments[last_field[0]] = tok.string.lstrip("# ").strip()
+    return comments
+
+
+def method_options(name: str) -> str:
+    """`run.py --list --method NAME`: the method's line, then each option settable with --set, its type, default,
+    what it accepts (the Config's RULES) and what it means (the comment on its line in the Config), and the
+    defaults a scale gives it (tasks/registry.py METHOD_DEFAULTS). Imports the registry (torch): one method only."""
+    import dataclasses
+    import typing
+
+    from methods import METHODS
+    from methods.base import SEED_RULE
+    from models.family import unknown
+    from tasks.registry import METHOD_DEFAULTS
+    if name not in METHODS:
+        raise KeyError(unknown("method", name, METHODS))
+    config = METHODS[name].Config
+    rules = {"seed": SEED_RULE}
+    for klass in reversed(config.__mro__):
+        rules.update(vars(klass).get("RULES", {}))
+    hints, comments = typing.get_type_hints(config), _field_comments(config)
+    lines = [f"{name}: {methods().get(name, '')}", "options (--set KEY=VALUE):" if dataclasses.fields(config)
+             else "options: none"]
+    for f in dataclasses.fields(config):
+        kind = getattr(hints.get(f.name), "__name__", None) or str(hints.get(f.name)).replace("typing.", "")
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        by_scale = [f"{scale} {dict(d)[f.name]}" for scale, d in METHOD_DEFAULTS.items() if f.name in dict(d)]
+        lines.append(f"  {f.name:20s} {kind:14s} default {default!r}" + (f" ({', '.join(by_scale)})" if by_scale else ""))
+        details = [comments.get(f.name, "")] + ([f"accepts {rules[f.name][1]}"] if f.name in rules else [])
+        lines += [f"  {'':20s} {d}" for d in details if d]
+    return "\n".join(lines)

@@ -131,3 +131,16 @@ def test_existing_run_directory_is_not_clobbered(tmp_path, capsys):
     assert call(*args) == 2
     assert "--resume" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+def test_list_one_method_prints_its_options(capsys):
+    assert run.main(["--list", "--method", "ligo"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ligo: LiGO")
+    assert "  fit_steps            int            default 100 (mini 20, tiny 3)\n" in out
+    assert "accepts an integer >= 0 (0: grow with the initial operator)" in out
+    assert '"width_first" (paper Alg. 1) | "depth_first" (official code)' in out      # the line's own comment
+    assert run.main(["--list", "--method", "ligo_official"]) == 0
+    assert "official: [I; C], only C learned" in capsys.readouterr().out
+    assert run.main(["--list", "--method", "lgo"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown method 'lgo'; did you mean 'ligo'?")
