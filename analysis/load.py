@@ -46,7 +46,7 @@ SMALL_SUFFIX = ":small"
 class Problem:
     """A run directory left out of (or kept with a caveat in) the analysis, and why."""
     dir: Path
-    kind: str        # "incomplete" | "corrupt" | "duplicate" | "truncated" (kept) | "mismatch" (kept)
+    kind: str        # "incomplete" | "corrupt" | "duplicate" | "truncated" (kept) | "mismatch" (kept) | "eval" (kept)
     message: str
 
     def __str__(self) -> str:
@@ -104,12 +104,40 @@ def _check(run: Run) -> str | None:
     steps = [r["step"] for r in run.metrics]
     if any(b <= a for a, b in zip(steps, steps[1:])):   # two writers, or a resume that repeated lines
         return "metrics.jsonl steps do not increase (a row repeated or out of order)"
+    for r in run.metrics:
+        if r["step"] < 0 or r["flops"] < 0:
+            return f"metrics.jsonl row at step {r['step']}: a negative step or FLOPs count"
+        if "full_model" in r and not isinstance(r["full_model"], bool):
+            return f"metrics.jsonl row at step {r['step']}: full_model is {r['full_model']!r}, not true or false"
+    flops = [r["flops"] for r in run.metrics]
+    if any(b < a for a, b in zip(flops, flops[1:])):     # cumulative: a saving read off it would be nonsense
+        at = next(r["step"] for r, a, b in zip(run.metrics[1:], flops, flops[1:]) if b < a)
+        return f"metrics.jsonl cumulative FLOPs decrease at step {at}"
     if run.summary is not None:
         if run.summary.get("step") != steps[-1]:
             return (f"summary.json says step {run.summary.get('step')} but metrics.jsonl ends at step {steps[-1]}: "
                     "the record was written by two processes or cut; re-run it")
         if run.summary.get("eval_loss") is None and run.summary.get("eval_acc") is None:
             return "summary.json has no final evaluation"
+        last = [r for r in run.metrics if r.get("eval_loss") is not None or r.get("eval_acc") is not None][-1]
+        for key in ("eval_loss", "eval_acc", "flops"):
+            said, logged = run.summary.get(key), (last if key != "flops" else run.metrics[-1]).get(key)
+            if said is not None and logged is not None and said != logged:
+                return f"summary.json {key} {said!r} is not the last logged row's {logged!r}"
+    return _misfiled(run)
+
+
+TASK_DIR = re.compile(r"^(?P<task>.+)-(?P<scale>paper|mini|tiny)$")
+
+
+def _misfiled(run: Run) -> str | None:
+    """A record in a `<task>-<scale>` directory (what run.py and the sweeps write) must be of that task and scale;
+    one copied into another task's directory would be paired with that task's scratch run."""
+    m = TASK_DIR.match(run.dir.parent.name)
+    name, scale = run.config["task"]["name"], run.config["task"]["scale"]
+    task = name.removesuffix(SMALL_SUFFIX)       # a small model's record sits beside its task's runs, or on its own
+    if m and (m.group("task") not in (name, task) or m.group("scale") != scale):
+        return f"config.json says task {task} at {scale} scale, but the record is filed under {run.dir.parent.name}"
     return None
 
 
@@ -135,6 +163,9 @@ def load_runs(root: Path) -> tuple[list[Run], list[Problem]]:
         if why:
             problems.append(Problem(d, "corrupt", why))
             continue
+        bad_eval = _eval_file_problem(d)
+        if bad_eval:
+            problems.append(Problem(d, "eval", bad_eval))
         key = identity(run)
         if key in seen:
             # a sweep's small-s<seed> copy of the cached small run is the same record: no need to say so
@@ -144,6 +175,21 @@ def load_runs(root: Path) -> tuple[list[Run], list[Problem]]:
         seen[key] = run
         runs.append(run)
     return runs, problems + recipe_mismatches(runs)
+
+
+def _eval_file_problem(d: Path) -> str | None:
+    """Why a run's eval.json (downstream scores) cannot be read, or None: the run is kept, its scores left out, and
+    the report says so rather than showing '--' as if it had never been evaluated."""
+    path = d / EVAL_FILE
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return f"{EVAL_FILE} unreadable ({type(e).__name__}): its downstream scores are left out"
+    if not isinstance(record, dict) or not isinstance(record.get("suites", {}), dict):
+        return f"{EVAL_FILE} is not a suites record: its downstream scores are left out"
+    return None
 
 
 def identity(run: Run) -> tuple[str, str, str, str, int]:
@@ -223,7 +269,11 @@ def downstream_scores(run: Run) -> dict[str, float]:
     except (OSError, json.JSONDecodeError):
         return {}
     flat = {}
+    if not isinstance(record, dict) or not isinstance(record.get("suites") or {}, dict):
+        return flat                   # reported by load_runs (_eval_file_problem)
     for suite, body in (record.get("suites") or {}).items():
+        if not isinstance(body, dict):
+            continue
         prefix = SUITE_PREFIX.get(suite, "")
         for name, entry in (body.get("tasks") or {}).items():
             metrics, col = entry.get("metrics") or {}, prefix + DOWNSTREAM_NAMES.get(name, name)

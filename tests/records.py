@@ -25,8 +25,8 @@ def write_run(root: Path, method: str, points, seed=0, label=None, task="bert_sm
         w.log(row)
     if complete:
         last = points[-1]
-        w.finish({"step": last[0], "flops": float(last[1]), "wall": last[1] * wall_per_flop, "eval_loss": last[2],
-                  "eval_acc": last[2] if acc else None})
+        w.finish({"step": last[0], "flops": float(last[1]), "wall": last[1] * wall_per_flop,
+                  "eval_loss": 1.0 - last[2] if acc else last[2], "eval_acc": last[2] if acc else None})
     else:
         w.close()
     return d

@@ -544,3 +544,37 @@ def test_tables_of_a_task_whose_regime_fails_say_so_in_their_caption(tmp_path):
     for name in ("savings-bert_small_base-mini.md", "table1-mini.md", "savings-bert_small_base-mini.tex"):
         assert "REGIME CHECK FAILED (not met: scratch final < small final)" in (out / name).read_text(), name
     assert "REGIME CHECK FAILED" not in (out / "savings-gpt2_base_medium-mini.md").read_text()
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda rows, summary: rows[2].update(flops=50.0), "cumulative FLOPs decrease at step 2"),
+    (lambda rows, summary: rows[1].update(full_model="yes"), "full_model is 'yes', not true or false"),
+    (lambda rows, summary: summary.update(eval_loss=3.5), "summary.json eval_loss 3.5 is not the last logged row's 4.0"),
+    (lambda rows, summary: summary.update(flops=999.0), "summary.json flops 999.0 is not the last logged row's 400.0"),
+    (lambda rows, summary: rows[0].update(flops=-1.0), "a negative step or FLOPs count"),
+])
+def test_records_that_contradict_themselves_are_left_out_with_one_line(tmp_path, damage, message):
+    d = write_run(tmp_path, "scratch", SCRATCH)
+    rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+    summary = json.loads((d / "summary.json").read_text())
+    damage(rows, summary)
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (d / "summary.json").write_text(json.dumps(summary))
+    runs, problems = load_runs(tmp_path)
+    assert runs == [] and [(p.kind, p.dir.name) for p in problems] == [("corrupt", "scratch-s0")]
+    assert message in problems[0].message and "\n" not in problems[0].message
+
+
+def test_a_record_filed_under_another_task_and_a_corrupt_eval_json_are_reported(tmp_path):
+    write_run(tmp_path, "scratch", SCRATCH)
+    stray = write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 200, 4.0)], task="gpt2_base_medium")
+    (tmp_path / "bert_small_base-mini" / "ligo-s0").parent.mkdir(exist_ok=True)
+    stray.rename(tmp_path / "bert_small_base-mini" / "ligo-s0")
+    d = write_run(tmp_path, "net2net", [(0, 0, 9.0), (1, 200, 4.0)])
+    (d / "eval.json").write_text("{not json")
+    runs, problems = load_runs(tmp_path)
+    found = {(p.kind, p.dir.name): p.message for p in problems}
+    assert "filed under bert_small_base-mini" in found["corrupt", "ligo-s0"]
+    assert "eval.json unreadable" in found["eval", "net2net-s0"]
+    assert {r.dir.name for r in runs} == {"scratch-s0", "net2net-s0"}       # the run stays; its scores do not
+    assert runs_frame(runs).set_index("label").loc["net2net", "downstream"] == {}
