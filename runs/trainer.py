@@ -300,8 +300,9 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
             running = []
             if is_eval:
                 row.update(evaluate(model, family, eval_batches, device, recipe.bf16))
-                if parallel != "fsdp" or distributed.world_size() == 1:    # FSDP holds shards, not units
-                    row.update(width_twins(model, family, task))
+                plain = distributed.plain_model(model, family)   # FSDP: gathered (a collective), on rank 0 only
+                if distributed.is_main():
+                    row.update(width_twins(plain, family, task))
                 bar.set_postfix(eval_loss=f"{row['eval_loss']:.3f}")
                 # checkpoint after the row is logged, so a resume never repeats or loses a line
                 writer.log(row)
