@@ -49,8 +49,16 @@ def has_recipe_axis(rows: pd.DataFrame) -> bool:
     return not rows.empty and (rows["preset"] != "same").any()
 
 
+def on_the_axis(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the methods swept along the axis (some preset other than `same`): the table and the figure
+    compare a method with itself under other recipes, not every method of the task at `same`."""
+    swept = set(rows.loc[rows["preset"] != "same", "method"])
+    return rows[rows["method"].isin(swept)]
+
+
 def recipe_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Methods x presets: 'mean ± std (n/m)', n seeds that reached scratch's final of m run."""
+    rows = on_the_axis(rows)
     presets = sorted(rows["preset"].unique(), key=_preset_key)
     out = []
     for method in sorted(rows["method"].unique(), key=label_key):
@@ -72,6 +80,7 @@ def recipe_table(rows: pd.DataFrame) -> pd.DataFrame:
 def recipe_figure(rows: pd.DataFrame, task: str, scale: str, out: Path, formats=("png", "pdf")) -> list[Path]:
     """Saving vs grown-model recipe: one line per method, dots the seed mean, bars min..max over seeds; a run that
     never reached scratch's final is drawn as an open marker at the foot of the axes, seen but not read as a number."""
+    rows = on_the_axis(rows)
     presets = sorted(rows["preset"].unique(), key=_preset_key)
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for i, method in enumerate(sorted(rows["method"].unique(), key=label_key)):
@@ -94,8 +103,8 @@ def recipe_figure(rows: pd.DataFrame, task: str, scale: str, out: Path, formats=
     ax.set_ylabel("FLOPs saving vs scratch (%)")
     ax.axhline(0, color="black", lw=0.8)
     ax.grid(alpha=0.3)
-    ax.set_title(f"{task} [{scale}]: saving vs the grown model's recipe\n(dot: seed mean; bar: min..max over seeds; "
-                 "open triangle at the foot: a seed that never reached scratch's final)", fontsize=8)
+    ax.set_title(f"{task} [{scale}]: saving vs the grown model's recipe\ndot: seed mean; bar: min..max over seeds;\n"
+                 "open triangle at the foot: a seed that never reached scratch's final", fontsize=8)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     return save(fig, out / f"recipes-{task}-{scale}", formats)
