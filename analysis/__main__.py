@@ -85,7 +85,8 @@ def headline_line(df, task: str, scale: str, checks) -> str:
     """One line per task for the terminal: the main comparison's FLOPs savings in the table's order, variants left
     out ('ligo-warmup0'), a failed regime check said first."""
     variant = re.compile(r"\((?!s\d+ = )")       # "LiGO (warmup0)"; not a partial twin mark "(s0 = Net2Net)"
-    rows = [r for _, r in df.iterrows() if r["Method"] != "Scratch" and not variant.search(r["Method"])]
+    rows = [r for _, r in df.iterrows()
+            if r["Method"] != "Scratch" and not variant.search(r["Method"].split(" = ")[0])]
     cells = "; ".join(f"{r['Method']} {r['Savings (FLOPs)']}" for r in rows)
     warning = " [regime check failed]" if regime.caption_warning(checks, task, scale) else ""
     return f"  {task} [{scale}]{warning}: {cells}\n"

@@ -241,7 +241,9 @@ def recipe_mismatches(runs: list[Run]) -> list[Problem]:
         t, s, role, _, _ = identity(r)
         ref = scratch.get((t, s))
         mine, theirs = r.config["task"].get("recipe") or {}, ref or {}   # a record without one: every field differs
-        mine, theirs = without_logging(mine), {**without_logging(theirs), **grown_recipe(r)[1]}
+        # the preset names the fields it changed; their values are the run's own recipe (the record of truth)
+        mine, theirs = without_logging(mine), without_logging(theirs)
+        theirs = {**theirs, **{k: mine.get(k) for k in grown_recipe(r)[1]}}
         if role == "large" and trained(r) and ref is not None and mine != theirs:
             differs = ", ".join(f"{k} {mine.get(k)!r} vs {theirs.get(k)!r}" for k in sorted(mine | theirs)
                                 if mine.get(k) != theirs.get(k))

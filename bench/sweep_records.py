@@ -69,6 +69,9 @@ def find_twin(task, method, strategies, path: Path, seed: int, device: str, log)
     from runs.record import load_run
     if not method.needs_small:
         return twin_in_another_task(task, method, strategies, path, seed)
+    same = same_settings_beside(task, method, strategies, path, seed)
+    if same is not None:
+        return same
     if type(method).fit is not GrowthMethod.fit or not path.parent.is_dir():
         return None
     siblings = [d for d in sorted(path.parent.glob(f"*-s{seed}")) if d != path and (d / SUMMARY).exists()]
@@ -87,6 +90,23 @@ def find_twin(task, method, strategies, path: Path, seed: int, device: str, log)
     return next((d for d, fp in logged.items() if fp == mine), None)
 
 
+def same_settings_beside(task, method, strategies, path: Path, seed: int) -> Path | None:
+    """A complete run beside `path`, of this seed and computed there, recorded with exactly this task, method config
+    and strategies under another label (two labels of one setting: `ligo` where a family's default is what
+    `ligo-noise0.1` sets explicitly), or None. Found by the records alone, so it holds for methods with a fit too."""
+    if not path.parent.is_dir():
+        return None
+    for d in sorted(path.parent.glob(f"*-s{seed}")):
+        if d == path or not (d / SUMMARY).exists() or not (d / CONFIG).exists():
+            continue
+        config = read_json(d / CONFIG)
+        if (config.get("seed") == seed and "same_computation_as" not in config
+                and not str((config.get("task") or {}).get("name", "")).endswith(":small")
+                and stale_reason(d, task, method, strategies) is None):
+            return d
+    return None
+
+
 def twin_in_another_task(task, method, strategies, path: Path, seed: int) -> Path | None:
     """For a method that uses no small model: `path`'s label and seed in another task directory under the same
     root that is this run's computation bit for bit (runs.computation.computed_elsewhere)."""
@@ -100,7 +120,13 @@ def record_as_twin(path: Path, twin: Path, method, task) -> None:
     record (a twin in another task directory is named by its directory and run, e.g.
     "bert_small_base-mini/scratch-s0")."""
     from runs.preflight import jsonable
-    config = {**read_json(twin / CONFIG), "method": jsonable(method.describe()), "task": jsonable(task.to_dict()),
+    from runs.record import LOGGING_FIELDS
+    recorded = read_json(twin / CONFIG)
+    task_record = jsonable(task.to_dict())
+    logged = (recorded.get("task") or {}).get("recipe") or {}
+    # the rows are the twin's: so is when they were logged (a record must not say eval_every 200 over rows every 50)
+    task_record["recipe"].update({k: logged[k] for k in LOGGING_FIELDS if k in logged})
+    config = {**recorded, "method": jsonable(method.describe()), "task": task_record,
               "same_computation_as": twin_name(path, twin)}
     copy_record(twin, path, config)
 

@@ -120,9 +120,11 @@ def recipe_entries(task: str, methods_: tuple[str, ...], presets: tuple[str, ...
 
 
 def symmetry_entries(task: str) -> list[Entry]:
-    """LiGO with and without its copies' symmetry broken first (the decision about LiGO's default rests on them),
-    then the other starts."""
+    """LiGO at its task default, with its copies kept (`ligo-copies`: fit_noise 0, the Net2Net start) and with them
+    broken (`ligo-noise0.1`) first (LiGO's default rests on them; one of the two is the default's setting, and the
+    sweep records it as that run's twin instead of training it again), then the other starts."""
     return [Entry(task, m, settings=DENSE_EVAL) for m in ("scratch", "ligo")] + [
+        Entry(task, "ligo", "ligo-copies", (("fit_noise", 0.0),) + DENSE_EVAL),
         Entry(task, "ligo", f"ligo-noise{SYMMETRY_BREAK}", (("fit_noise", SYMMETRY_BREAK),) + DENSE_EVAL)] + [
         Entry(task, m, settings=DENSE_EVAL) for m in ("ligo_official", "net2net", "bert2bert", "direct_copy")]
 

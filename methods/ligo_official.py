@@ -56,6 +56,7 @@ class LigoOfficialConfig(LigoConfig):
 @register_method("ligo_official")
 class LigoOfficial(Ligo):
     Config = LigoOfficialConfig
+    keeps_own = ("fit_noise",)       # the official code adds no noise (its random rows have no twins to separate)
 
     def __init__(self, config=None, **overrides):
         super().__init__(config, **overrides)

@@ -24,7 +24,7 @@ def get_method(name: str, task=None, **overrides):
         raise KeyError(unknown("method", name, METHODS))
     cls = METHODS[name]
     fields = set(cls.Config.__dataclass_fields__)
-    defaults = {k: v for k, v in getattr(task, "method_defaults", ()) if k in fields}
+    defaults = {k: v for k, v in getattr(task, "method_defaults", ()) if k in fields and k not in cls.keeps_own}
     return cls(**{**defaults, **overrides})
 
 

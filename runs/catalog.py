@@ -129,14 +129,15 @@ def _field_comments(cls) -> dict[str, str]:
 def method_options(name: str) -> str:
     """`run.py --list --method NAME`: the method's line, then each option settable with --set, its type, default,
     what it accepts (the Config's RULES) and what it means (the comment on its line in the Config), and the
-    defaults a scale gives it (tasks/registry.py METHOD_DEFAULTS). Imports the registry (torch): one method only."""
+    defaults a scale or a family gives it (tasks/registry.py METHOD_DEFAULTS, FAMILY_METHOD_DEFAULTS). Imports the
+    registry (torch): one method only."""
     import dataclasses
     import typing
 
     from methods import METHODS
     from methods.base import SEED_RULE
     from models.family import unknown
-    from tasks.registry import METHOD_DEFAULTS
+    from tasks.registry import FAMILY_METHOD_DEFAULTS, METHOD_DEFAULTS
     if name not in METHODS:
         raise KeyError(unknown("method", name, METHODS))
     config = METHODS[name].Config
@@ -150,6 +151,10 @@ def method_options(name: str) -> str:
         kind = getattr(hints.get(f.name), "__name__", None) or str(hints.get(f.name)).replace("typing.", "")
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         by_scale = [f"{scale} {dict(d)[f.name]}" for scale, d in METHOD_DEFAULTS.items() if f.name in dict(d)]
+        families = [family for family, d in FAMILY_METHOD_DEFAULTS.items() if f.name in dict(d)]
+        if families and f.name not in METHODS[name].keeps_own:
+            values = {dict(FAMILY_METHOD_DEFAULTS[family])[f.name] for family in families}
+            by_scale.append(f"{', '.join(families)}: {', '.join(map(str, sorted(values)))}")
         lines.append(f"  {f.name:20s} {kind:14s} default {default!r}" + (f" ({', '.join(by_scale)})" if by_scale else ""))
         details = [comments.get(f.name, "")] + ([f"accepts {rules[f.name][1]}"] if f.name in rules else [])
         lines += [f"  {'':20s} {d}" for d in details if d]

@@ -36,7 +36,8 @@ def comparable_task(record: dict | None) -> dict | None:
     """A task record without its per-scale method defaults: they cover every method, and the one a run uses is
     resolved into its method config (compared on its own), so a default added for another method (MSG's
     ramp_steps) changes no run's computation."""
-    return None if record is None else {k: v for k, v in record.items() if k != "method_defaults"}
+    # grown_changes: the values a grown-recipe preset set, already in the recipe compared beside it
+    return None if record is None else {k: v for k, v in record.items() if k not in ("method_defaults", "grown_changes")}
 
 
 def comparable_method(record: dict | None) -> dict | None:

@@ -88,10 +88,12 @@ def apply_grown_recipe(task, name: str, grows: bool, explicit: set[str]):
     both = sorted(set(changes) & explicit)
     if both:
         raise ValueError(f"--set {', '.join(both)} and grown_recipe={name} both set {', '.join(both)}; give one")
-    return task.with_(recipe=task.recipe.with_(**changes), grown_recipe=name)
+    return task.with_(recipe=task.recipe.with_(**changes), grown_recipe=name, grown_changes=tuple(changes.items()))
 
 
 def describe(task) -> dict:
-    """What a growth run's config.json records: the preset, its line, and the recipe fields it changed."""
+    """What a growth run's config.json records: the preset, its line, and the recipe fields it changed, with the
+    values it set (kept on the task when applied: a preset relative to the task's recipe, lr_tenth, cannot be
+    recomputed from the recipe it changed)."""
     recipe = preset(task.grown_recipe)
-    return {"name": recipe.name, "what": recipe.what, "changes": recipe.changes(task)}
+    return {"name": recipe.name, "what": recipe.what, "changes": dict(task.grown_changes)}

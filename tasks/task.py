@@ -90,6 +90,7 @@ class Task:
     method_defaults: tuple[tuple[str, object], ...] = ()
     # the preset a growth run's `recipe` was changed by (tasks/grown_recipes.py); "same": the task's own recipe
     grown_recipe: str = "same"
+    grown_changes: tuple[tuple[str, object], ...] = ()   # the recipe fields that preset changed, as it changed them
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self):
@@ -178,5 +179,9 @@ class Task:
         d.pop("extra")
         if d["grown_recipe"] == "same":     # left out, so that records made before the field existed still match
             d.pop("grown_recipe")
+        if not d["grown_changes"]:
+            d.pop("grown_changes")
+        else:
+            d["grown_changes"] = dict(d["grown_changes"])
         d["small"], d["large"] = self.small.to_dict(), self.large.to_dict()
         return d

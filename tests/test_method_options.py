@@ -78,13 +78,32 @@ def test_the_boundary_values_the_options_document_are_accepted(name, option, val
 @pytest.mark.parametrize("scale", SCALES)
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_every_method_is_made_with_every_tasks_defaults(name, scale):
-    """The scale's method defaults (e.g. mini's fit_steps=20, ramp_steps=20) pass the rules and reach the config."""
+    """The scale's and family's method defaults (e.g. mini's fit_steps=20, ramp_steps=20; fit_noise 0.1 without
+    dropout) pass the rules and reach the config, except the options a method keeps its own (ligo_official's
+    fit_noise: the official init adds none)."""
     fields = {f.name for f in dataclasses.fields(METHODS[name].Config)}
     for task in (get_task(t, scale) for t in PAIRS):
-        config = get_method(name, task=task).config
+        method = get_method(name, task=task)
         for key, value in task.method_defaults:
-            if key in fields:
-                assert getattr(config, key) == value, (task.name, key)
+            if key in fields and key not in method.keeps_own:
+                assert getattr(method.config, key) == value, (task.name, key)
+            elif key in method.keeps_own:
+                assert getattr(method.config, key) == getattr(method.Config(), key), (task.name, key)
+
+
+def test_the_no_dropout_families_are_those_whose_models_have_no_dropout():
+    """tasks/registry.py NO_DROPOUT decides where LiGO breaks its copies' symmetry by default: it must name exactly
+    the families whose models train without dropout (else the twins it is for part anyway, or never)."""
+    import torch
+
+    from tasks.registry import NO_DROPOUT
+    for name in PAIRS:
+        task = get_task(name, "tiny")
+        active = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in task.build_large().modules())
+        assert active == (task.family not in NO_DROPOUT), (name, task.family)
+        noise = dict(task.method_defaults).get("fit_noise", 0.0)
+        assert get_method("ligo", task=task).config.fit_noise == noise == (0.1 if task.family in NO_DROPOUT else 0.0)
+        assert get_method("ligo_official", task=task).config.fit_noise == 0.0
 
 
 def test_cli_refuses_a_bad_option_in_one_line_and_writes_nothing(tmp_path, capsys):

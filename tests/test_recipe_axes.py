@@ -56,8 +56,11 @@ def test_presets_change_only_the_large_recipe():
     llama = route(get_task("llama_small_base", "mini"), METHODS["lemon"], [("grown_recipe", "paper_lr")])[0]
     assert llama.recipe.lr == 3e-4
     deit = get_task("deit_s_b", "mini")
-    assert route(deit, METHODS["net2net"], [("grown_recipe", "lr_tenth")])[0].recipe.lr == pytest.approx(
-        deit.recipe.lr / 10)
+    tenth = route(deit, METHODS["net2net"], [("grown_recipe", "lr_tenth")])[0]
+    assert tenth.recipe.lr == pytest.approx(deit.recipe.lr / 10)
+    # recorded as applied: a preset relative to the recipe must not be worked out again from the changed recipe
+    from tasks.grown_recipes import describe
+    assert describe(tenth)["changes"] == {"lr": tenth.recipe.lr}
     official = route(base, METHODS["ligo"], [("grown_recipe", "official")])[0]
     assert official.recipe.warmup == 0 and official.recipe.lr == base.recipe.lr
 
