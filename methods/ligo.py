@@ -11,11 +11,25 @@ bit for bit, tied output layers included (Proposition 1; methods/ligo_operator.p
 pseudo-inverse and not the literal B of Alg. 1). The fit therefore starts from the best fixed operator.
 
 A copy init is a symmetric point: a copied unit and its source get equal gradients, in the fit and in training,
-unless something tells them apart. Dropout does (BERT, GPT-2); a model without dropout (our ViT/DeiT and CaiT)
-keeps every copy equal to its source forever, so Net2Net, StackBERT and LiGO from their init never use the extra
-width (tests/test_ligo.py shows it for the fit). `fit_noise` adds N(0, noise^2/n1) to the new units' rows of
-every width matrix before a fit (Net2Net's own paper adds noise for the same reason); it is 0 by default, so
-that LiGO is exactly what the paper and Proposition 1 describe, and never applies with fit_steps=0.
+unless something tells them apart. Dropout does (BERT, RoBERTa, GPT-2); a model without dropout (ViT/DeiT, CaiT,
+Llama) keeps every copy equal to its source forever, so Net2Net, StackBERT and LiGO from their init never use the
+extra width (tests/test_ligo.py shows it for the fit; models/twins.py measures it on every run). `fit_noise` adds
+N(0, noise^2/n1) to the new units' rows of every width matrix before a fit (Net2Net's own paper adds noise for the
+same reason), so a new unit starts about `noise` (relative) away from its source; it never applies with
+fit_steps=0, where LiGO stays exactly Net2Net (Proposition 1).
+
+**Decision (2026-11-26, issue 41): on families trained without dropout the default is fit_noise 0.1** (a task
+default, tasks/registry.py FAMILY_METHOD_DEFAULTS; elsewhere 0, the exact Net2Net start). The evidence, DeiT mini
+(4L/64 -> 4L/128, seeds 0 and 1; REPRODUCE.md Table 2, `python -m bench.sweeps symmetry deit recipes_deit`): from the
+Net2Net start LiGO's twin fraction is 1.00 in every space at step 0 and at step 1,600, and LiGO never reaches
+scratch's accuracy (final 84.5% / 83.9% against 85.1% / 84.6%; with no warm-up on one seed of two, with a tenth
+of the lr on neither); with fit_noise 0.1 it starts as well (83.7% / 82.7% against 83.6% / 82.8%: the noise costs
+no inherited accuracy), has no twins from step 0, ends at 86.0% / 84.9% and saves 9.7% ± 5.8 of scratch's FLOPs.
+With dropout the default stays 0: on the BERT width-only pair (2L/128 -> 2L/192, seeds 0 and 1) dropout parts the
+copies of the residual stream and of the attention heads within 50 steps, though not of the FFN, where no dropout
+acts between fc1 and fc2 (its twin fraction stays 1.00 to step 1,600, gap 4e-4); breaking those too (fit_noise
+0.1: FFN gap 0.13, no twins) changed nothing (final eval loss 3.823 / 3.847 against 3.823 / 3.848, 45.7% of the
+FLOPs saved either way), and 0 keeps the exact Net2Net start of Proposition 1.
 
 The fit runs where the small model lives, which is the run's device (runs/experiment.py moves it there): the
 operator, the large skeleton and the batches go to that device, and the large model's forward/backward runs
@@ -65,7 +79,7 @@ class LigoConfig(Config):
     depth_init: str = "stackbert"        # "stackbert" | "interpolation" | "stackbert_noisy" (official README)
     width_init: str = "net2net"          # "net2net" | "random" (official README: normalised uniform rows)
     init_noise: float = 0.03             # official --fuse_init_noise default (stackbert_noisy)
-    fit_noise: float = 0.0               # symmetry-breaking noise on new units' width rows before a fit (module doc)
+    fit_noise: float = 0.0               # symmetry-breaking noise on new width rows before a fit (0.1 without dropout)
     seed: int = 0                        # operator init (Net2Net maps: the same seed gives net2net's maps)
     # Optimiser of the operator fit (prefixed fit_ so that `--set lr=...` keeps meaning the training recipe):
     # official run_grow_distributed.py `train` (transformers AdamW over every operator coefficient -- none
