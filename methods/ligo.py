@@ -11,7 +11,8 @@ bit for bit, tied output layers included (Proposition 1; methods/ligo_operator.p
 pseudo-inverse and not the literal B of Alg. 1). The fit therefore starts from the best fixed operator.
 
 A copy init is a symmetric point: a copied unit and its source get equal gradients, in the fit and in training,
-unless something tells them apart. Dropout does (BERT, RoBERTa, GPT-2); a model without dropout (ViT/DeiT, CaiT,
+unless something tells them apart. Dropout does where it acts (BERT, RoBERTa, GPT-2: on the residual stream and the
+attention, not between fc1 and fc2, whose copies stay twins, below); a model without dropout (ViT/DeiT, CaiT,
 Llama) keeps every copy equal to its source forever, so Net2Net, StackBERT and LiGO from their init never use the
 extra width (tests/test_ligo.py shows it for the fit; models/twins.py measures it on every run). `fit_noise` adds
 N(0, noise^2/n1) to the new units' rows of every width matrix before a fit (Net2Net's own paper adds noise for the
