@@ -125,8 +125,12 @@ def symmetry_entries(task: str) -> list[Entry]:
     sweep records it as that run's twin instead of training it again), then the other starts."""
     return [Entry(task, m, settings=DENSE_EVAL) for m in ("scratch", "ligo")] + [
         Entry(task, "ligo", "ligo-copies", (("fit_noise", 0.0),) + DENSE_EVAL),
-        Entry(task, "ligo", f"ligo-noise{SYMMETRY_BREAK}", (("fit_noise", SYMMETRY_BREAK),) + DENSE_EVAL)] + [
-        Entry(task, m, settings=DENSE_EVAL) for m in ("ligo_official", "net2net", "bert2bert", "direct_copy")]
+        Entry(task, "ligo", f"ligo-noise{SYMMETRY_BREAK}", (("fit_noise", SYMMETRY_BREAK),) + DENSE_EVAL),
+        Entry(task, "ligo_official", settings=DENSE_EVAL),
+        # the official start with the consuming side divided as Net2Net's is (B's pseudo-inverse): random non-twin
+        # rows, the small model's function kept; tells the official start's two differences from ligo apart
+        Entry(task, "ligo_official", "ligo_official-pinv", (("tying", "pinv"),) + DENSE_EVAL)] + [
+        Entry(task, m, settings=DENSE_EVAL) for m in ("net2net", "bert2bert", "direct_copy")]
 
 
 SWEEPS: dict[str, Sweep] = {s.name: s for s in [
