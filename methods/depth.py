@@ -20,7 +20,7 @@ import torch
 from methods.base import Config, GrowthMethod
 from methods.registry import get_method
 from models import check_growable, family_of, from_canonical, to_canonical
-from models.canonical import Canonical, copy_depth
+from models.canonical import Canonical, copy_depth, grows_width
 from models.spec import ModelSpec
 
 
@@ -61,10 +61,6 @@ def small_canonical(small, task) -> Canonical:
     if wrong:
         raise ValueError(f"the small model does not match task.small: {', '.join(wrong)}")
     return to_canonical(small)
-
-
-def grows_width(small: ModelSpec, large: ModelSpec) -> bool:
-    return (small.hidden, small.heads, small.ffn) != (large.hidden, large.heads, large.ffn)
 
 
 def width_operator(name: str, seed: int) -> GrowthMethod:

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import torch
 
 from methods.base import GrowthMethod, Stage
-from methods.depth import CopyDepthConfig, check_width_operator, grows_width, small_canonical, width_operator
+from methods.depth import CopyDepthConfig, check_width_operator, small_canonical, width_operator
 from methods.registry import register_method
 from models import build_model, family_of, from_canonical, to_canonical
-from models.canonical import copy_depth
+from models.canonical import copy_depth, grows_width
 from tasks.rules import in_range, integer_at_least
 
 

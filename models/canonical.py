@@ -63,9 +63,18 @@ SECTIONS = ("embed", "blocks", "class_blocks", "head")
 GQA_BLOCK_AXES: dict[str, tuple] = {**BLOCK_AXES, "o.weight": (("D", OUT), ("Q", IN))}
 
 
+SPACES = ("D", "Q", "K", "V", "F", "H")
+
+
 def space_size(spec: ModelSpec, space: str) -> int:
     kv = spec.kv * spec.head_dim
     return {"D": spec.hidden, "Q": spec.hidden, "K": kv, "V": kv, "F": spec.ffn, "H": spec.heads}[space]
+
+
+def grows_width(small: ModelSpec, large: ModelSpec) -> bool:
+    """Whether any space of `large` is wider than in `small` (key/value heads included): a pair that needs a width
+    operator, and whose runs record twin fractions (models/twins.py)."""
+    return any(space_size(large, s) > space_size(small, s) for s in SPACES)
 
 
 @dataclass

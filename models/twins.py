@@ -61,22 +61,23 @@ def relative_distances(vectors: torch.Tensor) -> torch.Tensor:
     return torch.where(scale > 0, torch.cdist(vectors, vectors) / scale.clamp_min(1e-300), torch.zeros_like(scale))
 
 
-def twin_gap(vectors: torch.Tensor, added: int) -> float:
-    """How close the `added` closest units are to a twin: the median, over the `added` units nearest to another
-    unit, of that relative distance. 0 for exact copies, ~1.4 for a random init; it shows twins drifting apart
-    before they leave the 1% band (and copies that never do)."""
-    rel = relative_distances(vectors)
+def twin_gap(rel: torch.Tensor, added: int) -> float:
+    """How close the `added` closest units are to a twin, from their relative distances `rel`: the median, over the
+    `added` units nearest to another unit, of that distance. 0 for exact copies, ~1.4 for a random init; it shows
+    twins drifting apart before they leave the 1% band (and copies that never do)."""
+    rel = rel.clone()
     rel.fill_diagonal_(float("inf"))
     nearest = rel.min(dim=1).values.sort().values[:added]
     return float(nearest.median()) if len(nearest) else float("nan")
 
 
-def redundant_units(vectors: torch.Tensor, tolerance: float = TOLERANCE) -> int:
-    """sum over twin groups of (size - 1): the number of units that add nothing a twin does not already compute."""
-    n = vectors.shape[0]
+def redundant_units(rel: torch.Tensor, tolerance: float = TOLERANCE) -> int:
+    """sum over twin groups of (size - 1), from the units' relative distances `rel`: the number of units that add
+    nothing a twin does not already compute."""
+    n = rel.shape[0]
     if n < 2:
         return 0
-    close = relative_distances(vectors) <= tolerance
+    close = rel <= tolerance
     parent = list(range(n))
 
     def root(i):
@@ -101,13 +102,10 @@ def twin_fractions(canon: Canonical, small: ModelSpec, tolerance: float = TOLERA
         extra = space_size(canon.spec, space) - space_size(small, space)
         if extra <= 0 or vectors.shape[0] != space_size(canon.spec, space):
             continue          # not grown (or a class block's space sized otherwise): nothing was added
-        redundant[space] = redundant.get(space, 0) + redundant_units(vectors, tolerance)
+        rel = relative_distances(vectors)
+        redundant[space] = redundant.get(space, 0) + redundant_units(rel, tolerance)
         added[space] = added.get(space, 0) + extra
-        gaps.setdefault(space, []).append(twin_gap(vectors, extra))
+        gaps.setdefault(space, []).append(twin_gap(rel, extra))
     return {"twins": {space: redundant[space] / added[space] for space in sorted(added)},
             "twin_gap": {space: float(torch.tensor(gaps[space]).median()) for space in sorted(gaps)}}
 
-
-def grows_width(small: ModelSpec, large: ModelSpec) -> bool:
-    """Whether any space of `large` is wider than in `small` (the pairs whose runs record twin fractions)."""
-    return any(space_size(large, s) > space_size(small, s) for s in ("D", "Q", "K", "V", "F", "H"))

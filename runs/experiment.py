@@ -361,7 +361,7 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
     except KeyboardInterrupt as e:
         raise interrupted(e, writer) from None
     except WrongArchitecture:
-        if writer is not None and mode == "new":   # refused before step 0: take back what this run wrote
+        if writer is not None:        # refused before step 0: this run's fresh config and empty metrics go
             writer.close()
             for name in (METRICS, CONFIG):
                 (out / name).unlink(missing_ok=True)

@@ -23,7 +23,8 @@ from methods.base import GrowthMethod, Stage
 from models import get_family
 from models.flops import backward_flops, ran_forward
 from models.seeding import seed_dropout
-from models.twins import grows_width, twin_fractions
+from models.canonical import grows_width
+from models.twins import twin_fractions
 from runs import distributed
 from runs.ledger import FlopsLedger
 from runs.record import RunWriter, save_atomic
@@ -300,9 +301,10 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
             running = []
             if is_eval:
                 row.update(evaluate(model, family, eval_batches, device, recipe.bf16))
-                plain = distributed.plain_model(model, family)   # FSDP: gathered (a collective), on rank 0 only
-                if distributed.is_main():
-                    row.update(width_twins(plain, family, task))
+                if grows_width(task.small, task.large):
+                    plain = distributed.plain_model(model, family)   # FSDP: gathered (a collective), rank 0 holds it
+                    if distributed.is_main():
+                        row.update(width_twins(plain, family, task))
                 bar.set_postfix(eval_loss=f"{row['eval_loss']:.3f}")
                 # checkpoint after the row is logged, so a resume never repeats or loses a line
                 writer.log(row)
@@ -322,8 +324,8 @@ def full_model(model, family, task, stage: Stage | None = None) -> bool:
 
 
 def width_twins(model, family, task) -> dict:
-    """{"twins": {space: fraction}, "twin_gap": {space: median gap}} for a model of the large width on a pair that grows width (models/twins.py: the
-    share of added units that are still copies of another unit), else {}. Logged on every evaluation row, scratch
+    """{"twins": {space: fraction}, "twin_gap": {space: median gap}} for a model of the large width on a pair that
+    grows width (models/twins.py: the share of added units that are still copies of another unit), else {}. Logged on every evaluation row, scratch
     included (its control value is 0), so that the records show whether a copy init ever used the width it added."""
     if not grows_width(task.small, task.large) or not family.owns(model):
         return {}

@@ -31,7 +31,6 @@ from typing import Callable
 from models.family import unknown
 
 SAME = "same"
-KEY = "grown_recipe"
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ VISION = {  # scale -> (spec defaults, data)
 # Paper §4.1. BERT: bs 256, lr 2e-4, 400K steps, 10K warmup, seq 128; the small models were trained 220K
 # steps (App. C.1). RoBERTa: bs 1024, lr 8e-4. Weight decay, which the paper does not state, is the official code's
 # (VITA-Group/LiGO configs/bert_wiki.txt and roberta_wiki.txt: 0.1, for scratch and grown runs alike); the grown
-# model's own recipe (the official grow command's warm-up 0) is a preset, tasks/grown_recipes.py. DeiT/CaiT: 300 epochs of ImageNet (1,281,167 images) at bs
+# model's own recipe (the official grow command's warm-up 0) is a preset, tasks/grown_recipes.py. DeiT/CaiT: 300
+# epochs of ImageNet (1,281,167 images) at bs
 # 1024 = 375,300 steps, lr 5e-4 x 1024/512, wd 0.05, 5 warmup epochs, cosine (DeiT defaults).
 BERT_PAPER = Recipe(400_000, 256, 2e-4, 10_000, seq_len=128, weight_decay=0.1, eval_every=10_000, eval_batches=100)
 PAPER_RECIPES = {
@@ -105,7 +106,7 @@ def _recipes(family: str, scale: str) -> tuple[Recipe, Recipe]:
 METHOD_DEFAULTS = {"paper": (), "mini": (("fit_steps", 20), ("ramp_steps", 20)),
                    "tiny": (("fit_steps", 3), ("ramp_steps", 2))}
 
-# Families trained without dropout (tests/test_models.py checks which): a copy start's twins get equal gradients and
+# Families trained without dropout (tests/test_method_options.py checks which): a copy start's twins get equal gradients and
 # stay twins for the whole run (models/twins.py), so the width they add is never used. On the DeiT mini pair LiGO from
 # its Net2Net start kept every twin for 1,600 steps and never reached scratch's accuracy; the same LiGO with its new
 # units' width rows perturbed (fit_noise 0.1, relative to a unit) started as well (83.7% / 82.7% against 83.6% /

@@ -8,7 +8,7 @@ import torch
 
 from methods import get_method
 from models import build_model, get_family
-from models.twins import TOLERANCE, redundant_units, twin_fractions
+from models.twins import TOLERANCE, redundant_units, relative_distances, twin_fractions
 from tasks import make_task
 
 PAIRS = {"vit": make_task("vit", dict(layers=2, hidden=32, heads=2), dict(layers=2, hidden=64, heads=4), "tiny"),
@@ -61,9 +61,9 @@ def test_a_copy_moved_off_its_source_stops_being_a_twin(trained):
 def test_groups_count_once_and_order_does_not_matter():
     base = torch.randn(3, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     units = torch.cat([base, base[:1], base[:1], base[1:2] * (1 + TOLERANCE / 10)])   # a triple and a pair
-    assert redundant_units(units) == 3
-    assert redundant_units(units[torch.randperm(len(units))]) == 3
-    assert redundant_units(torch.cat([base, base[:1] * (1 + 10 * TOLERANCE)])) == 0
+    assert redundant_units(relative_distances(units)) == 3
+    assert redundant_units(relative_distances(units[torch.randperm(len(units))])) == 3
+    assert redundant_units(relative_distances(torch.cat([base, base[:1] * (1 + 10 * TOLERANCE)]))) == 0
 
 
 def test_a_run_records_twins_at_step_0_and_every_evaluation(tmp_path):
