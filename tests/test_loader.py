@@ -1,0 +1,124 @@
+"""tasks/data/loader.py: the DataLoader hands the trainer exactly the batches its inline `train_batch` calls make,
+in the trainer's order, from any step on, whatever the number of workers or the workers' own random state."""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from runs import distributed  # noqa: E402
+from tasks import get_task  # noqa: E402
+from tasks.data import PretrainData, load_pretrain_data  # noqa: E402
+from tasks.data import loader as loader_mod  # noqa: E402
+from tasks.data.loader import default_workers, train_loader  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def mlm():
+    return get_task("bert_small_base", "tiny").pretrain_data()      # the suite's cached tiny PTB corpus
+
+
+@pytest.fixture(scope="module")
+def image_folder(tmp_path_factory):
+    """An ImageFolder (train/ and val/, two classes) of small random JPEGs, read as ImageNet."""
+    from PIL import Image
+    root = tmp_path_factory.mktemp("imagenet")
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for cls in ("cat", "dog"):
+            (root / split / cls).mkdir(parents=True)
+            for i in range(4):
+                Image.fromarray(rng.integers(0, 256, (30, 40, 3), dtype=np.uint8)).save(root / split / cls / f"{i}.jpg")
+    return load_pretrain_data("imagenet", "image", path=str(root), image_size=16)
+
+
+def assert_inline(pairs, data, batch_size, seed, indices):
+    """The loader's pairs are (i, data.train_batch(i)) for `indices`, in order, equal key by key."""
+    assert [i for i, _ in pairs] == list(indices)
+    for i, batch in pairs:
+        inline = data.train_batch(i, batch_size, seed)
+        assert batch.keys() == inline.keys()
+        for key in inline:
+            assert torch.equal(batch[key], inline[key]), (i, key)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_text_mlm_resumed_mid_run_equals_inline(mlm, workers):
+    state = torch.get_rng_state()
+    pairs = list(train_loader(mlm, 4, seed=7, start_step=3, total_steps=6, grad_accum=2, workers=workers))
+    assert_inline(pairs, mlm, 4, 7, range(6, 12))          # steps 3..5, two micro-batches each
+    assert "labels" in pairs[0][1] and (pairs[0][1]["labels"] != -100).any()     # masked: a real MLM batch
+    assert torch.equal(state, torch.get_rng_state())      # the run's RNG stream is not drawn from
+
+
+def test_images_with_workers_equal_inline(image_folder):
+    pairs = list(train_loader(image_folder, 3, seed=1, start_step=2, total_steps=5, workers=2))
+    assert_inline(pairs, image_folder, 3, 1, range(2, 5))
+    assert pairs[0][1]["pixel_values"].shape == (3, 3, 16, 16)
+
+
+def test_order_is_the_trainers_under_several_ranks(monkeypatch):
+    """Rank 1 of 2 with accumulation 3: the trainer's `micro_index` for each (step, micro) of its loop."""
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    monkeypatch.setattr(distributed, "rank", lambda: 1)
+    data = load_pretrain_data("digits", "image")
+    loader = train_loader(data, 5, seed=0, start_step=4, total_steps=7, grad_accum=3, index_fn=distributed.micro_index)
+    trainer = [distributed.micro_index(step, micro, 3) for step in range(4, 7) for micro in range(3)]
+    assert trainer == [27, 28, 29, 33, 34, 35, 39, 40, 41] and len(loader) == len(trainer)
+    assert_inline(list(loader), data, 5, 0, trainer)
+
+
+class GlobalRandomData(PretrainData):
+    """A batch that (wrongly) draws from the global RNG: what the worker seeds would change."""
+    kind, objective, n_train = "image", "image", 100
+
+    def train_batch(self, step, batch_size, seed):
+        return {"noise": torch.rand(batch_size)}
+
+
+def test_worker_randomness_does_not_reach_batches():
+    data = load_pretrain_data("digits", "image")
+    runs = [list(train_loader(data, 6, seed=2, start_step=0, total_steps=4, workers=2, worker_seed=ws))
+            for ws in (0, 12345)]
+    for pairs in runs:
+        assert_inline(pairs, data, 6, 2, range(4))
+    # the control: the worker seed does reach the workers' global RNG, so the equality above could have failed
+    leaky = [[b["noise"] for _, b in train_loader(GlobalRandomData(), 3, 0, start_step=0, total_steps=2, workers=2,
+                                                  worker_seed=ws)] for ws in (0, 12345)]
+    assert not torch.equal(leaky[0][0], leaky[1][0])
+
+
+def test_zero_workers_calls_train_batch_inline_when_asked(monkeypatch):
+    data = load_pretrain_data("digits", "image")
+    calls = []
+    monkeypatch.setattr(data, "train_batch", lambda i, b, s: calls.append(i) or {"i": torch.tensor(i)})
+    it = iter(train_loader(data, 2, seed=0, start_step=1, total_steps=4, workers=0))
+    assert calls == []                                    # nothing made ahead
+    assert next(it)[0] == 1 and calls == [1]
+    assert [i for i, _ in it] == [2, 3] and calls == [1, 2, 3]
+
+
+def test_default_workers(monkeypatch):
+    assert default_workers("cpu") == 0
+    monkeypatch.setattr(loader_mod.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert default_workers("cuda") == 15                  # one core left to the training process
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert default_workers("cuda:0") == 3                 # the node's cores shared among its ranks
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"workers": -1}, "workers must be an integer >= 0"),
+    ({"workers": 0, "prefetch_factor": 4}, "prefetch_factor needs workers >= 1"),
+    ({"workers": 2, "prefetch_factor": 0}, "prefetch_factor must be an integer >= 1"),
+    ({"workers": 0, "persistent_workers": True}, "persistent_workers needs workers >= 1"),
+    ({"start_step": 9}, "start_step must be within 0 .. total_steps"),
+])
+def test_bad_arguments_refused_in_one_line(kwargs, message):
+    data = load_pretrain_data("digits", "image")
+    args = {"start_step": 0, "total_steps": 5, **kwargs}
+    with pytest.raises(ValueError, match=message) as err:
+        train_loader(data, 4, 0, **args)
+    assert "\n" not in str(err.value)
