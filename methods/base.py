@@ -60,6 +60,10 @@ def check_config(method: str, config: Config) -> None:
             raise ValueError(f"{method} {field.name} must be a finite number, got {value!r}")
 
 
+# where a method's config.seed came from, as its record says: the run's --seed (GrowthMethod.for_run), or set
+SEED_SOURCES = {"run": "the run's --seed", "set": "set explicitly (--set seed=N)"}
+
+
 class GrowthMethod(ABC):
     name: str = ""                     # set by @register_method
     Config: type = Config
@@ -72,7 +76,23 @@ class GrowthMethod(ABC):
 
     def __init__(self, config: Config | None = None, **overrides):
         self.config = dataclasses.replace(config or self.Config(), **overrides)
+        # a seed given by keyword (--set seed=N, a depth method handing its seed to its width operator) is kept by
+        # for_run; otherwise a run draws with its own seed (SEED_SOURCES)
+        self.seed_source = "set" if "seed" in overrides else None
         check_config(self.name or type(self).__name__, self.config)
+
+    def for_run(self, seed: int) -> "GrowthMethod":
+        """This method as a run of seed `seed` uses it: a method whose config has a `seed` (the generator of its
+        random draws: index maps, noise, split coefficients) draws with the run's seed, unless the seed was set
+        (then it is kept), so that runs over seeds vary the method's draws as well as the data and the model's
+        initialisation. The run's seed is used as it is (seed 0 -> method seed 0: records made when every method
+        drew with seed 0 stay what seed 0 computes). A fresh instance (called before the method fits or grows);
+        a method without a seed is returned as it is."""
+        if not any(f.name == "seed" for f in dataclasses.fields(self.config)) or self.seed_source == "set":
+            return self
+        method = type(self)(dataclasses.replace(self.config, seed=seed))
+        method.seed_source = "run"
+        return method
 
     # -- the initialisation ----------------------------------------------------------------------------
     @abstractmethod
@@ -134,9 +154,14 @@ class GrowthMethod(ABC):
         return task.build_large()
 
     def describe(self) -> dict[str, Any]:
-        """What goes into the run record: name and fully resolved config. The same before the method fits and grows
-        as after (resume compares it with the record); what growing produced goes in artifacts()."""
-        return {"name": self.name, "config": dataclasses.asdict(self.config)}
+        """What goes into the run record: name and fully resolved config, and for a method with a seed where it came
+        from (`seed_source`: SEED_SOURCES; records made before it had none, and drew with seed 0 at every run seed
+        unless set). The same before the method fits and grows as after (resume compares it with the record); what
+        growing produced goes in artifacts()."""
+        described = {"name": self.name, "config": dataclasses.asdict(self.config)}
+        if self.seed_source is not None:      # where config.seed came from: the run's --seed or --set seed=N
+            described["seed_source"] = self.seed_source
+        return described
 
     def artifacts(self) -> dict[str, Any]:
         """Extra things to save in the run directory (LiGO: its operator and fit curve)."""

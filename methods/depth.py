@@ -83,7 +83,7 @@ def check_width_operator(name: str, seed: int, task) -> None:
 @dataclass
 class CopyDepthConfig(Config):
     width: str = "net2net"   # registered method with grow_width(), used when the pair also grows in width
-    seed: int = 0            # passed to the width operator (its index maps / noise)
+    seed: int = 0            # passed to the width operator (its draws); default: the run's --seed
 
 
 class CopyDepthMethod(GrowthMethod):

@@ -46,7 +46,7 @@ def check_clonable(s: ModelSpec, large: ModelSpec) -> ModelSpec:
 @dataclass
 class HyperCloningConfig(Config):
     snr_db: float | None = None   # symmetry-breaking noise at this signal-to-noise ratio in dB; None: no noise
-    seed: int = 0                 # seeds the noise (never the global RNG)
+    seed: int = 0                 # seeds the noise (never the global RNG); default: the run's --seed
 
 
 @register_method("hypercloning")

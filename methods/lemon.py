@@ -65,7 +65,7 @@ NORM_KINDS = {"layernorm": "average", "rmsnorm": "zero"}   # the expansion of th
 
 @dataclass
 class LemonConfig(Config):
-    seed: int = 0               # seeds every draw: split coefficients, extra units' columns, new blocks' o/fc2
+    seed: int = 0               # every draw: split shares, extra units, new o/fc2; default: the run's --seed
     split_spread: float = 0.5   # copies' shares of a fan-out: u / sum(u), u ~ U(1 - spread, 1 + spread); 0: 1/count
     depth_noise: float = 0.1    # std of new blocks' zero-sum o/fc2 columns, relative to the small tensor's; 0: zeros
     RULES = {"split_spread": in_range(0, 1, high_open=True, note=" (shares stay positive)"),

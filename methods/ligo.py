@@ -81,7 +81,7 @@ class LigoConfig(Config):
     width_init: str = "net2net"          # "net2net" | "random" (official README: normalised uniform rows)
     init_noise: float = 0.03             # official --fuse_init_noise default (stackbert_noisy)
     fit_noise: float = 0.0               # symmetry-breaking noise on new width rows before a fit (0.1 without dropout)
-    seed: int = 0                        # operator init (Net2Net maps: the same seed gives net2net's maps)
+    seed: int = 0                        # operator init, fit noise (net2net's maps at one seed); default: run's --seed
     # Optimiser of the operator fit (prefixed fit_ so that `--set lr=...` keeps meaning the training recipe):
     # official run_grow_distributed.py `train` (transformers AdamW over every operator coefficient -- none
     # matches its no-decay names -- eps from --adam_epsilon 1e-6, clip --max_grad_norm 1.0,

@@ -29,7 +29,7 @@ from tasks.rules import at_least, one_of
 
 @dataclass
 class Net2NetConfig(Config):
-    seed: int = 0                 # seeds the index maps and the noise (never the global RNG)
+    seed: int = 0                 # index maps and noise (never the global RNG); default: the run's --seed
     noise: float = 0.0            # std of noise on grown copies, relative to each small tensor's std
     index_map: str = "balanced"   # "balanced" (exact for integer ratios) or "uniform" (i.i.d., original Net2Net)
     per_layer_maps: bool = True   # a fresh head/FFN map per layer (False: one shared by all layers)

@@ -258,6 +258,8 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
     if isinstance(out, str) and not out.strip():
         raise ValueError("--out is empty; give a run directory")
     device = torch.device(device)
+    check_seed(seed)
+    method = method.for_run(seed)      # its random draws with the run's seed, unless set (--set seed=N)
     out = Path(out) if out is not None else default_out(task, method, seed, strategies)
     if method.needs_small:      # a method may set its small model's budget (G_stack's growth timing)
         task = task.with_(small_recipe=method.small_recipe(task))
