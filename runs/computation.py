@@ -55,6 +55,7 @@ def fingerprint(model, method, task, seed: int, strategies=None, task_record: di
 def initial_fingerprint(task, method, seed: int, small_model, strategies=None, task_record: dict | None = None) -> str:
     """The fingerprint a run of `method` would log, computed the way run_experiment grows (the global RNG seeded
     with the run's seed just before `grow`). Only for methods without a fit: a fit is the computation itself."""
+    method = method.for_run(seed)      # the method's draws with the run's seed, as run_experiment gives it
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         large = method.grow(small_model, task)

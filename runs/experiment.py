@@ -29,7 +29,7 @@ from runs.computation import fingerprint
 from runs.ledger import FlopsLedger
 from runs.lock import RunLock
 from runs.preflight import (CannotResume, check_out, check_resumable, inspect_out, interrupted, jsonable,
-                            record_state)
+                            record_state, run_identity)
 from runs.record import (CONFIG, EVAL_FILE, METRICS, SUMMARY, RunWriter, atomic_path, clear_run, copy_record,
                          read_json, read_metrics, save_atomic, write_json_atomic)
 from runs.strategies import Strategies, apply_strategies
@@ -245,6 +245,60 @@ def truncate_metrics(out: Path, step: int) -> list[dict]:
     return rows
 
 
+def logged_steps(recipe, total: int) -> tuple[list[int], list[int]]:
+    """(the steps a run of `total` steps logs a row at, those of them that evaluate and checkpoint): step 0 (the
+    grown model), every log_every-th and eval_every-th step and the last (runs/trainer.py train; a test checks a
+    run's rows against this)."""
+    evals = [s for s in range(1, total + 1) if s % recipe.eval_every == 0 or s == total]
+    rows = [0] + [s for s in range(1, total + 1) if s % recipe.log_every == 0 or s % recipe.eval_every == 0
+                  or s == total]
+    return rows, evals
+
+
+def check_checkpoint(out: Path, checkpoint: dict, config: dict, task, method: GrowthMethod, log) -> None:
+    """Refuse (CannotResume, one line, nothing written) a checkpoint this record cannot be continued from: one that
+    another run wrote (its `run` identity is not config.json's), one past the run's steps, or one whose step the
+    metrics rows do not reach exactly (rows lost: the resumed run would never fill the gap) or overrun beyond the
+    evaluation after it (the record went on past a later checkpoint: this one is older). Rows after the checkpoint
+    up to that evaluation are the ones a kill leaves (logged, not yet checkpointed): truncate_metrics drops them.
+    A checkpoint written before checkpoints carried an identity is continued with a note (its rows are checked)."""
+    where = out / CHECKPOINT
+    identity = checkpoint.get("run")
+    if identity is None:
+        log(f"note: {where} predates checkpoints that name their run: not checked against {CONFIG} (its rows are)")
+    elif identity != run_identity(config):
+        raise CannotResume(f"{where} was written by another run (other settings or seed than {out / CONFIG} "
+                           "records): a run resumes from its own checkpoint only; remove it, or start over with "
+                           "--overwrite")
+    step = checkpoint.get("logged_step", checkpoint["state"]["step"])
+    total = sum(stage.steps for stage in method.stages(task, task.recipe.steps))
+    if not isinstance(step, int) or not 0 < step <= total:
+        raise CannotResume(f"{where} is at step {step!r}, not one of this run's steps 1..{total}; start over with "
+                           "--overwrite")
+    rows = read_metrics(out / METRICS) if (out / METRICS).exists() else []
+    steps = [r.get("step") if isinstance(r, dict) else None for r in rows]
+    if any(not isinstance(s, int) or isinstance(s, bool) for s in steps):
+        raise CannotResume(f"{out / METRICS}: a row without an integer step; the record is damaged, start over "
+                           "with --overwrite")
+    expected, evals = logged_steps(task.recipe, total)
+    have, want = [s for s in steps if s <= step], [s for s in expected if s <= step]
+    if have != want:
+        missing = sorted(set(want) - set(have))
+        said = (f"lacks the rows of step(s) {_some(missing)}" if missing else
+                f"holds rows this run does not log in this order (steps {_some(have)})")
+        raise CannotResume(f"{out / METRICS} {said} up to {where}'s step {step}: rows were lost or added, and a "
+                           "resumed run would not fill the gap; start over with --overwrite")
+    after = next((s for s in evals if s > step), total)
+    if any(s > after for s in steps):
+        raise CannotResume(f"{out / METRICS} goes on to step {max(steps)}, past the evaluation after {where}'s step "
+                           f"{step} (step {after}): the checkpoint is older than the record; start over with "
+                           "--overwrite")
+
+
+def _some(steps: list[int]) -> str:
+    return ", ".join(map(str, steps[:5])) + (f", ... ({len(steps)} in all)" if len(steps) > 5 else "")
+
+
 def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", out: Path | None = None,
                    small: Path | None = None, resume: bool = False, overwrite: bool = False,
                    progress: bool = True, log=print, strategies: Strategies | None = None, parallel: str = "ddp",
@@ -288,6 +342,7 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             checkpoint = load_checkpoint(out / CHECKPOINT)
         except ValueError as e:
             raise CannotResume(e.args[0]) from None
+        check_checkpoint(out, checkpoint, old, task, method, log)
     lock = RunLock(out).acquire() if distributed.is_main() and not locked else None
     writer = None
     try:

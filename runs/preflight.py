@@ -7,12 +7,13 @@ something that is not a run and is never touched), and whether a run there may b
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 
 from runs.lock import LOCK
-from runs.record import CONFIG, METRICS, SUMMARY, RunExistsError, is_run_config, read_json
+from runs.record import CONFIG, METRICS, SUMMARY, RunExistsError, is_leftover, is_run_config, read_json
 
 CHECKPOINT = "checkpoint.pt"     # runs/trainer.py's (not imported from there: this module stays torch-free)
 
@@ -47,6 +48,18 @@ def comparable_method(record: dict | None) -> dict | None:
     return None if record is None else {k: record.get(k) for k in ("name", "config")}
 
 
+def run_identity(config: dict) -> str:
+    """A digest of what a run record's config.json says decides its numbers (what check_resumable compares: task,
+    method settings, strategies, process layout, seed, small model), stored in each checkpoint the run writes, so
+    that --resume knows a checkpoint of another run (copied in, or left by a run since replaced) from its own. Not
+    its creation time or environment: a checkpoint of a run with the same settings is the same computation."""
+    distributed = config.get("distributed") or {"world_size": 1}
+    record = {"task": comparable_task(config.get("task")), "method": comparable_method(config.get("method")),
+              "strategies": config.get("strategies"), "seed": config.get("seed"), "small": config.get("small"),
+              "distributed": [distributed.get("world_size"), distributed.get("mode")]}
+    return hashlib.sha1(json.dumps(jsonable(record), sort_keys=True).encode()).hexdigest()
+
+
 class CannotResume(ValueError):
     """The directory holds a run this command cannot continue: other settings, seed or small model, or a
     damaged checkpoint."""
@@ -59,6 +72,10 @@ class RunInterrupted(KeyboardInterrupt):
 def check_resumable(out: Path, old: dict, config: dict, small: dict | None) -> None:
     """Refuse to continue a run with anything that would change its numbers: task (recipe, data, models),
     method config, strategies, process layout, seed, or the small model it grows from."""
+    # the seed first: a method's seed follows it (GrowthMethod.for_run), and --seed is what was given
+    if old.get("seed") != config["seed"]:
+        raise CannotResume(f"{out} holds a run with seed {old.get('seed')}, not {config['seed']}; resume needs "
+                           "the same --seed")
     for key in ("task", "method"):
         before, now = jsonable(old.get(key)) or {}, jsonable(config[key])
         comparable = comparable_task if key == "task" else comparable_method
@@ -77,9 +94,6 @@ def check_resumable(out: Path, old: dict, config: dict, small: dict | None) -> N
     if (before.get("world_size"), before.get("mode")) != (now["world_size"], now["mode"]):
         raise CannotResume(f"{out} holds a run on {before.get('world_size')} process(es) ({before.get('mode')}); "
                            f"resume it with the same torchrun --nproc_per_node and sharding mode")
-    if old.get("seed") != config["seed"]:
-        raise CannotResume(f"{out} holds a run with seed {old.get('seed')}, not {config['seed']}; resume needs "
-                           "the same --seed")
     recorded = old.get("small")
     if small is not None and recorded:
         def where(info):
@@ -128,7 +142,7 @@ def inspect_out(out: Path, resume: bool, overwrite: bool) -> tuple[str, dict | N
             return "overwrite", old
         raise RunExistsError(f"run directory {out} already holds a run; pass --resume to continue it "
                              "or --overwrite to replace it")
-    others = sorted(p.name for p in out.iterdir() if p.name != LOCK)
+    others = sorted(p.name for p in out.iterdir() if p.name != LOCK and not is_leftover(p.name))
     if others:
         listed = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
         raise ValueError(f"{out} holds {listed} but no {CONFIG}: not a run record (or a damaged one), so nothing "

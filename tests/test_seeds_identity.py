@@ -13,13 +13,13 @@ from runs.record import load_run
 from tasks import make_task
 
 TINY = ["--task", "bert_small_base", "--scale", "tiny", "--quiet"]
-SMALL = dict(layers=2, hidden=64, heads=4)
+SMALL = dict(layers=2, hidden=32, heads=2)
 # the methods with a seed, each on a pair where it draws (HyperCloning only with noise, on an integer ratio)
-DRAWS = {"ligo": (dict(fit_steps=0), dict(layers=4, hidden=96, heads=6)),
-         "lemon": ({}, dict(layers=4, hidden=96, heads=6)),
-         "net2net": ({}, dict(layers=4, hidden=96, heads=6)),
-         "stackbert": ({}, dict(layers=4, hidden=96, heads=6)),          # its width operator's draws
-         "hypercloning": (dict(snr_db=20.0), dict(layers=2, hidden=128, heads=8))}
+DRAWS = {"ligo": (dict(fit_steps=0), dict(layers=4, hidden=48, heads=3)),
+         "lemon": ({}, dict(layers=4, hidden=48, heads=3)),
+         "net2net": ({}, dict(layers=4, hidden=48, heads=3)),
+         "stackbert": ({}, dict(layers=4, hidden=48, heads=3)),          # its width operator's draws
+         "hypercloning": (dict(snr_db=20.0), dict(layers=2, hidden=64, heads=4))}
 
 
 def grown(method, task, small):
@@ -56,3 +56,79 @@ def test_the_record_says_the_methods_seed_and_where_it_came_from(tmp_path):
     assert derived["seed"] == chosen["seed"] == 1
     assert (derived["method"]["config"]["seed"], derived["method"]["seed_source"]) == (1, "run")
     assert (chosen["method"]["config"]["seed"], chosen["method"]["seed_source"]) == (5, "set")
+
+
+# -- a checkpoint carries its run's identity and its last logged step ------------------------------------------
+SCRATCH = ["--method", "scratch", *TINY, "--steps", "8", "--set", "eval_every=2"]
+
+
+def snapshot(path):
+    return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def killed_after_its_last_checkpoint(out, *extra):
+    """A complete run whose summary is gone: --resume continues it from checkpoint.pt (at the last step)."""
+    assert run.main([*SCRATCH, *extra, "--out", str(out)]) == 0
+    (out / "summary.json").unlink()
+    return out
+
+
+def refused(args, needle, out, capsys):
+    capsys.readouterr()
+    before = snapshot(out)
+    assert run.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1 and needle in err, err
+    assert snapshot(out) == before
+
+
+def test_a_run_logs_rows_where_logged_steps_says(tmp_path):
+    """check_checkpoint's rule for where rows are is the trainer's: a run's rows are exactly logged_steps."""
+    from runs.experiment import logged_steps
+    from tasks import get_task
+    out = tmp_path / "run"
+    assert run.main(["--method", "scratch", *TINY, "--steps", "10", "--set", "log_every=3", "--set", "eval_every=4",
+                     "--out", str(out)]) == 0
+    recipe = get_task("bert_small_base", "tiny").recipe.with_(steps=10, log_every=3, eval_every=4)
+    rows, evals = logged_steps(recipe, 10)
+    assert [r["step"] for r in load_run(out).metrics] == rows == [0, 3, 4, 6, 8, 9, 10]
+    assert evals == [r["step"] for r in load_run(out).metrics if "eval_loss" in r and r["step"] > 0]
+
+
+def test_resume_refuses_a_checkpoint_of_another_run(tmp_path, capsys):
+    mine = killed_after_its_last_checkpoint(tmp_path / "mine", "--set", "lr=3e-4")
+    other = killed_after_its_last_checkpoint(tmp_path / "other")          # the task's lr: another computation
+    checkpoint = torch.load(mine / "checkpoint.pt", weights_only=False)
+    assert checkpoint["logged_step"] == 8 and len(checkpoint["run"]) == 40
+    (mine / "checkpoint.pt").write_bytes((other / "checkpoint.pt").read_bytes())
+    refused([*SCRATCH, "--set", "lr=3e-4", "--out", str(mine), "--resume"], "was written by another run", mine, capsys)
+    # a run of the same settings is the same computation: its checkpoint continues this one exactly
+    same = killed_after_its_last_checkpoint(tmp_path / "same")
+    (same / "checkpoint.pt").write_bytes((other / "checkpoint.pt").read_bytes())
+    assert run.main([*SCRATCH, "--out", str(same), "--resume"]) == 0
+    assert load_run(same).summary["eval_loss"] == load_run(other).metrics[-1]["eval_loss"]
+
+
+@pytest.mark.parametrize("lost,needle", [
+    ([4], "lacks the rows of step(s) 4 up to"),                   # a gap the analysis would read across
+    ([6, 8], "lacks the rows of step(s) 6, 8 up to"),             # a complete run cut: it "resumed" to n/a
+])
+def test_resume_refuses_rows_that_do_not_reach_the_checkpoint(lost, needle, tmp_path, capsys):
+    out = killed_after_its_last_checkpoint(tmp_path / "run")
+    rows = (out / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (out / "metrics.jsonl").write_text("".join(r for r in rows if json.loads(r)["step"] not in lost))
+    refused([*SCRATCH, "--out", str(out), "--resume"], needle, out, capsys)
+
+
+def test_resume_refuses_a_checkpoint_older_than_the_record_and_notes_one_without_identity(tmp_path, capsys):
+    out = killed_after_its_last_checkpoint(tmp_path / "run")
+    checkpoint = torch.load(out / "checkpoint.pt", weights_only=False)
+    older = {**checkpoint, "logged_step": 4, "state": {**checkpoint["state"], "step": 4}}
+    torch.save(older, out / "checkpoint.pt")
+    refused([*SCRATCH, "--out", str(out), "--resume"], "goes on to step 8, past the evaluation after", out, capsys)
+    # written before checkpoints carried their run: continued, and said so
+    torch.save({k: v for k, v in checkpoint.items() if k not in ("run", "logged_step")}, out / "checkpoint.pt")
+    capsys.readouterr()
+    assert run.main([*SCRATCH, "--out", str(out), "--resume"]) == 0
+    assert "predates checkpoints that name their run" in capsys.readouterr().err
+    assert load_run(out).summary["step"] == 8
