@@ -122,3 +122,18 @@ def test_bad_arguments_refused_in_one_line(kwargs, message):
     with pytest.raises(ValueError, match=message) as err:
         train_loader(data, 4, 0, **args)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--target-mfu", "3"], "--target-mfu is a fraction of the peak"),
+    (["--source-sizes", "10x3"], "both sides must be >= 32 pixels"),
+    (["--text-batches", "1"], "must be >= 2"),
+    (["--gpu", "Quadro K600"], "no dense bf16 peak known"),
+])
+def test_pipeline_benchmark_refuses_bad_input_in_one_line(args, needle, tmp_path, capsys):
+    from bench.pipeline import main
+    out = tmp_path / "pipeline.json"
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and needle in err and "\n" not in err and not out.exists()
