@@ -7,7 +7,7 @@ MFU = model FLOPs per second / dense bf16 peak. Model FLOPs are growbench's anal
 forward_flops, backward = 2 x forward; attention scores included; 2 FLOPs per multiply-add; BERT's MLM head on
 the masked positions only, as the trainer runs it): what the model needs, not what the hardware executed (no
 recomputation counted). Peaks are looked up by device name
-(PEAK_TFLOPS, dense, without 2:4 sparsity) or given with --peak-tflops.
+(runs/hardware.py PEAK_TFLOPS, dense, without 2:4 sparsity) or given with --peak-tflops.
 
 Data are synthetic token batches (uniform ids; 15% masked for BERT's MLM, next-token labels for GPT-2): the
 paper's corpora are not needed to time a step, and the tokens' values do not change its cost.
@@ -35,29 +35,14 @@ from bench.cli import check_result_file, checked_device, positive_float, positiv
 from bench.result_file import write_result  # noqa: E402
 from bench.throughput import raw_run, trainer_run  # noqa: E402
 from run import OneLineArgumentParser  # noqa: E402
+from runs.hardware import peak_tflops  # noqa: E402
 from tasks import get_task  # noqa: E402
 from tasks.data import PretrainData  # noqa: E402
 
-# dense bf16 tensor-core peak, TFLOP/s (NVIDIA data sheets; the sparsity figures are twice these)
-PEAK_TFLOPS = (            # (substring of torch.cuda.get_device_name, peak); first match wins
-    ("H100 PCIe", 756.0),
-    ("H100 NVL", 835.0),
-    ("H100", 989.4),       # SXM5 ("NVIDIA H100 80GB HBM3")
-    ("GH200", 989.4),
-    ("H200", 989.4),       # SXM ("NVIDIA H200"); the H200 NVL is rated 835
-    ("A100", 312.0),
-)
 MODELS = {  # name -> (task whose paper-scale large model it is, default micro-batch)
     "bert_base": ("bert_small_base", 128),      # 12L/768, seq 128
     "gpt2_medium": ("gpt2_base_medium", 16),    # 24L/1024, seq 1024
 }
-
-
-def peak_tflops(name: str) -> float | None:
-    for key, value in PEAK_TFLOPS:
-        if key.lower() in name.lower():
-            return value
-    return None
 
 
 class SyntheticTokens(PretrainData):

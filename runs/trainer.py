@@ -26,6 +26,7 @@ from models.seeding import seed_dropout
 from models.canonical import grows_width
 from models.twins import twin_fractions
 from runs import distributed
+from runs.hardware import device_peak_flops
 from runs.ledger import FlopsLedger
 from runs.record import RunWriter, save_atomic
 from runs.strategies import BlockRunner, Strategies
@@ -210,11 +211,12 @@ def warm_up(call, model, family, data, recipe, seed: int, device) -> None:
 def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: RunWriter, *, seed: int,
           device: torch.device, resume_from: dict | None = None, progress: bool = True,
           strategies: Strategies | None = None, parallel: str = "ddp", compile: bool = False,
-          start_wall: float = 0.0) -> dict:
+          start_wall: float = 0.0, log=None) -> dict:
     """Train `model` on `task`'s recipe; returns the final metrics row. Logs to `writer`, checkpoints beside it.
     `strategies`: layer and token dropping, applied to every training forward (runs/strategies.py).
     Under torchrun every rank calls this (runs/distributed.py): `parallel` "ddp" or "fsdp"; `compile`:
-    torch.compile the forward."""
+    torch.compile the forward. `log`: where a line goes at every evaluation (train loss, lr, speed, eval loss), for
+    runs without a progress bar (sweeps); None: none."""
     recipe, family = task.recipe, get_family(task.family)
     runner = BlockRunner(family, strategies, seed)
     stages = method.stages(task, recipe.steps)
@@ -256,6 +258,7 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
     bar = tqdm(total=total, initial=state.step, disable=not progress or not distributed.is_main(),
                desc=f"{method.name}:{task.name}", dynamic_ncols=True, leave=True, mininterval=1.0, unit="step")
     last, running = {}, []
+    speed = Speedometer(data.unit, device, state, ledger.total)
     while state.step < total:
         index, current = stage_at(stages, state.step)
         if index != stage_index:               # a new stage: maybe a new model, new frozen set, new optimizer
@@ -273,7 +276,7 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
                 group["lr"] = scheduler.get_last_lr()[0]
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        step_loss, units, before = 0.0, 0, ledger.as_dict()
+        step_loss, units, before = None, 0, ledger.as_dict()
         # the step's dropout draws must not depend on how micro-batches are spread over ranks: each micro-batch
         # seeds its own, and the run's RNG stream (used at stage boundaries) is left as it was
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -284,17 +287,19 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
                 head_tokens = family.head_tokens(cpu_batch)
                 batch = to_device(cpu_batch, device)
                 with distributed.accumulating(call, last=micro == recipe.grad_accum - 1):
-                    step_loss += micro_step(model, family, method, runner, batch, stage, state.step, total, index,
-                                            ledger, recipe, call, head_tokens) / recipe.grad_accum
+                    loss = micro_step(model, family, method, runner, batch, stage, state.step, total, index,
+                                      ledger, recipe, call, head_tokens) / recipe.grad_accum
+                    step_loss = loss if step_loss is None else step_loss + loss
                 units += data.units(cpu_batch)
-        step_loss = float(step_loss)           # the step's one host sync (the NaN check and the log need it)
-        # global numbers: the mean loss and the units and FLOPs of every rank's micro-batches (no-op with one)
-        step_loss, units = distributed.sum_over_ranks(ledger, before, step_loss, units)
-        step_loss /= distributed.world_size()
+        # The step's loss stays on the device: reading it here would make the host wait for the GPU every step
+        # (measured: the trainer at 0.82 of a raw loop on BERT-Base, bench/README.md section 4). It is read, and
+        # checked for NaN, at the next logged row (read_losses), before any row or checkpoint is written.
+        if distributed.world_size() > 1:
+            # global numbers: the mean loss and the units and FLOPs of every rank's micro-batches, in one
+            # collective per step (which reads the loss: several processes still sync once a step)
+            step_loss, units = distributed.sum_over_ranks(ledger, before, float(step_loss), units)
+            step_loss /= distributed.world_size()
         state.units += int(units)
-        if not math.isfinite(step_loss):
-            raise NonFiniteLoss(f"loss became {step_loss} at step {state.step}; the last good checkpoint "
-                                f"{ckpt_path} is kept (lower the learning rate or check the data)")
         if recipe.grad_clip:
             # the optimizer's parameters are the trainable ones; walking model.parameters() every step cost
             # ~0.7 ms (bench/throughput.py)
@@ -304,12 +309,13 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
         state.step += 1
         method.set_step(model, state.step, total)
         state.wall += time.perf_counter() - t0
-        running.append(step_loss)
+        running.append((state.step - 1, step_loss))
         bar.update(1)
         is_eval = state.step % recipe.eval_every == 0 or state.step == total
         if state.step % recipe.log_every == 0 or is_eval:
+            losses = read_losses(running, ckpt_path)
             row = {"step": state.step, "units": state.units, "wall": round(state.wall, 4),
-                   "lr": scheduler.get_last_lr()[0], "train_loss": float(np.mean(running)),
+                   "lr": scheduler.get_last_lr()[0], "train_loss": float(np.mean(losses)),
                    "stage": stage.name,
                    "full_model": full_model(model, family, task, stage) and method.computes_large(state.step, total),
                    **{f"flops_{k}": v for k, v in ledger.as_dict().items()},
@@ -321,15 +327,50 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
                     plain = distributed.plain_model(model, family)   # FSDP: gathered (a collective), rank 0 holds it
                     if distributed.is_main():
                         row.update(width_twins(plain, family, task))
-                bar.set_postfix(eval_loss=f"{row['eval_loss']:.3f}")
                 # checkpoint after the row is logged, so a resume never repeats or loses a line
                 writer.log(row)
                 save_checkpoint(ckpt_path, model, optimizer, scheduler, state, ledger, stage_index)
             else:
                 writer.log(row)
+            speed.show(row, bar, log if is_eval else None)
             last = row
     bar.close()
     return {"model": model, "last": last, "state": state}
+
+
+def read_losses(running: list, ckpt_path) -> list[float]:
+    """The losses of the steps since the last row, as numbers: the host waits for the device here, once a row, not
+    once a step. A non-finite one stops the run before the row or a checkpoint is written, naming its step."""
+    losses = [float(loss) for _, loss in running]
+    for (step, _), loss in zip(running, losses):
+        if not math.isfinite(loss):
+            raise NonFiniteLoss(f"loss became {loss} at step {step}; the last good checkpoint {ckpt_path} is kept "
+                                "(lower the learning rate or check the data)")
+    return losses
+
+
+class Speedometer:
+    """Train loss, lr, units (tokens or images) per second and, on a GPU with a known peak, MFU (model FLOPs the
+    ledger charged / time / dense bf16 peak) since the previous row, as nanoGPT prints them: on the progress bar,
+    and as a line through `log` at evaluations (sweeps run without a bar). Reads only the row."""
+
+    def __init__(self, unit: str, device: torch.device, state: TrainState, flops: float):
+        self.unit, self.peak = unit, device_peak_flops(device)
+        self.units, self.wall, self.flops = state.units, state.wall, flops
+
+    def show(self, row: dict, bar, log) -> None:
+        seconds = row["wall"] - self.wall
+        fields = {"loss": f"{row['train_loss']:.3f}", "lr": f"{row['lr']:.2e}"}
+        if seconds > 0:
+            fields[f"{self.unit}/s"] = f"{(row['units'] - self.units) / seconds:,.0f}"
+            if self.peak:
+                fields["mfu"] = f"{100 * (row['flops'] - self.flops) / seconds / self.peak:.1f}%"
+        if "eval_loss" in row:
+            fields["eval_loss"] = f"{row['eval_loss']:.3f}"
+        self.units, self.wall, self.flops = row["units"], row["wall"], row["flops"]
+        bar.set_postfix(fields, refresh=False)
+        if log is not None and bar.disable:
+            log(f"step {row['step']}: " + ", ".join(f"{k} {v}" for k, v in fields.items()))
 
 
 def full_model(model, family, task, stage: Stage | None = None) -> bool:
