@@ -74,6 +74,10 @@ def main(argv=None) -> int:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--report-to", default="none", metavar="TRACKERS",
+                   help="also send every logged row to these trackers, comma-separated: tensorboard (into RUN_DIR/"
+                        "tensorboard), wandb (when installed), all (every installed one), none (default); "
+                        "metrics.jsonl is written either way")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.compile the training forward (default: on with a GPU, off on the CPU, where compiling "
                         "costs more than it saves on short runs)")
@@ -173,7 +177,8 @@ def train_main(args) -> int:
         out = run_experiment(task, method, seed=args.seed, device=device, out=args.out, small=args.small,
                              resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
                              log=lambda msg: print(msg, file=sys.stderr) if distributed.is_main() else None,
-                             strategies=strategies, parallel="fsdp" if args.fsdp else "ddp", compile=args.compile)
+                             strategies=strategies, parallel="fsdp" if args.fsdp else "ddp", compile=args.compile,
+                             report_to=args.report_to)
         if not distributed.is_main():            # rank 0 reports (and evaluates downstream)
             return 0
     except (KeyError, ValueError, RunLocked) as e:
@@ -222,7 +227,8 @@ def evaluate_main(args) -> int:
         training = [flag for flag, given in (("--out", args.out), ("--steps", args.steps is not None),
                                              ("--small", args.small), ("--resume", args.resume),
                                              ("--overwrite", args.overwrite), ("--fsdp", args.fsdp),
-                                             ("--compile", args.compile is not None)) if given]
+                                             ("--compile", args.compile is not None),
+                                             ("--report-to", args.report_to != "none")) if given]
         if training:
             raise ValueError(f"--evaluate RUN_DIR writes into RUN_DIR/eval.json and trains nothing: drop "
                              f"{', '.join(training)}")

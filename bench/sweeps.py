@@ -426,6 +426,9 @@ def main(argv=None) -> int:
         return 2
     if args.scale in ("mini", "tiny"):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")   # the embedded scales never need the hub
+    import transformers          # (after HF_HUB_OFFLINE: it is read when transformers is imported)
+    transformers.utils.logging.disable_progress_bar()   # as run.py: the runs load and save weights in this process,
+    #                                                     and those bars would drown the sweep's own lines
     try:
         from run import resolve_device   # the one definition of --device (run.py at the repository root)
         args.device = resolve_device(args.device)

@@ -160,7 +160,7 @@ class _MaskedLM(Family):
         head = 2 * head_rows * spec.hidden * spec.hidden + 2 * head_rows * spec.hidden * spec.vocab
         return ForwardFlops(0.0, [transformer_block(batch, seq, spec.hidden, spec.ffn)] * spec.layers, float(head))
 
-    def export(self, model, directory: Path) -> None:
+    def export(self, model, directory: Path, preprocessing: dict | None = None) -> None:
         model.save_pretrained(directory)
 
     def load(self, directory: Path):

@@ -175,8 +175,11 @@ class Family(ABC):
 
     # -- export ----------------------------------------------------------------------------------------
     @abstractmethod
-    def export(self, model: nn.Module, directory: Path) -> None:
-        """Write the model in its ecosystem's own format (HF save_pretrained / timm safetensors+config)."""
+    def export(self, model: nn.Module, directory: Path, preprocessing: dict | None = None) -> None:
+        """Write the model in its ecosystem's own format (HF save_pretrained / timm safetensors+config).
+        `preprocessing`: what the training data did to a raw input before the model saw it (an image family's
+        normalisation, for timm's pretrained_cfg); the text families take none (their tokenizer is saved beside
+        the model, runs/experiment.save_tokenizer)."""
 
     @abstractmethod
     def load(self, directory: Path) -> nn.Module: ...
@@ -194,7 +197,7 @@ class CausalLM(Family):
         # transformers shifts the labels itself: position t predicts token t+1
         return call(**batch).loss
 
-    def export(self, model, directory: Path) -> None:
+    def export(self, model, directory: Path, preprocessing: dict | None = None) -> None:
         model.save_pretrained(directory)
 
 

@@ -43,16 +43,30 @@ class TimmImageFamily(Family):
         """The timm constructor arguments that build `spec`'s model (build() uses them too)."""
         raise NotImplementedError
 
-    def export(self, model, directory: Path) -> None:
+    def export(self, model, directory: Path, preprocessing: dict | None = None) -> None:
         """safetensors weights + a timm-style config.json (architecture, model_args, pretrained_cfg), so that
-        timm alone loads it: `timm.create_model("local-dir:DIR", pretrained=True)`; growbench reads `spec`."""
+        timm alone loads it: `timm.create_model("local-dir:DIR", pretrained=True)`; growbench reads `spec`.
+
+        `preprocessing`: how the training data turned an image into the model's input, in timm's pretrained_cfg
+        terms (mean, std, interpolation, crop_pct, label_names; tasks/data/vision.py), so that timm's own
+        `create_transform(**resolve_data_config({}, model=m))` feeds the model what it was trained on. Without
+        it the export says nothing about normalisation, and timm assumes ImageNet's."""
+        spec = self.spec_of(model)
+        pretrained_cfg = {"input_size": [spec.in_chans, spec.image_size, spec.image_size], "fixed_input_size": True,
+                          "num_classes": spec.classes, "first_conv": "patch_embed.proj", "classifier": "head",
+                          **(preprocessing or {})}
+        for key in ("mean", "std"):
+            if len(pretrained_cfg.get(key, ())) not in (0, spec.in_chans):
+                raise ValueError(f"preprocessing: {len(pretrained_cfg[key])} channel {key} values for a model of "
+                                 f"{spec.in_chans} input channels")
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        spec = self.spec_of(model)
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(directory / "model.safetensors"))
-        config = {"architecture": self.timm_architecture, "num_classes": spec.classes, "model_args": self.timm_args(spec),
-                  "pretrained_cfg": {"input_size": [spec.in_chans, spec.image_size, spec.image_size],
-                                     "num_classes": spec.classes, "first_conv": "patch_embed.proj", "classifier": "head"},
+        # timm builds the model with one of its registered constructors, every size set by model_args; the tag
+        # marks the weights as growbench's, not the paper model the constructor is named after (timm keeps only
+        # the constructor's name when it loads)
+        config = {"architecture": f"{self.timm_architecture}.growbench", "num_classes": spec.classes,
+                  "model_args": self.timm_args(spec), "pretrained_cfg": pretrained_cfg,
                   "family": self.name, "spec": spec.to_dict()}
         (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n")
 

@@ -26,20 +26,30 @@ from models import get_family
 from models.family import exported_family
 from runs import distributed
 from runs.computation import fingerprint
+from runs.card import write_model_card
 from runs.ledger import FlopsLedger
 from runs.lock import RunLock
 from runs.preflight import (CannotResume, check_out, check_resumable, inspect_out, interrupted, jsonable,
                             record_state, run_identity)
-from runs.record import (CONFIG, EVAL_FILE, METRICS, SUMMARY, RunWriter, atomic_path, clear_run, copy_record,
-                         read_json, read_metrics, save_atomic, write_json_atomic)
+from runs.record import (CONFIG, EVAL_FILE, METRICS, SUMMARY, RunExistsError, RunWriter, atomic_path, clear_run,
+                         copy_record, read_json, read_metrics, save_atomic, write_json_atomic)
 from runs.strategies import Strategies, apply_strategies
+from runs.tracking import parse_report_to
 from runs.trainer import CHECKPOINT, evaluate, full_model, load_checkpoint, train, width_twins
 from tasks.data.text import TRAINED_TOKENIZERS
 from tasks.grown_recipes import SAME as SAME_RECIPE
 from tasks.grown_recipes import describe as describe_grown_recipe
 from tasks.rules import SEED_LIMIT
 
-OUT_ROOT = Path(os.environ.get("GROWBENCH_OUT", Path(__file__).resolve().parent / "out"))
+
+def out_root(environ=os.environ, cwd: Path | None = None) -> Path:
+    """Where runs go by default: $GROWBENCH_OUT, else `runs/out` under the current directory (where the command
+    runs, not inside the installed package); the small-model cache is its `cache/small/`."""
+    given = environ.get("GROWBENCH_OUT")
+    return Path(given).expanduser().absolute() if given else Path(cwd or Path.cwd()).absolute() / "runs" / "out"
+
+
+OUT_ROOT = out_root()
 FLOPS_CONVENTION = ("analytic matmul FLOPs, 2 per multiply-add; backward = 2x forward for trainable layers, "
                     "input-gradient only for frozen layers above a trainable one, none below; attention included")
 PACKAGES = ("torch", "transformers", "timm", "tokenizers", "datasets", "numpy")
@@ -115,6 +125,32 @@ def small_identity(task, seed: int, small_dir: Path | None) -> dict:
         return {"source": "cache", "path": str(small_cache_dir(task, seed))}
     p = Path(small_dir).expanduser()
     return {"source": "given", "path": str(small_dir), "resolved": str(p.resolve()), "files": _files_signature(p)}
+
+
+def describe_small(info: dict) -> str:
+    """The start line's account of the small model a run grows from (its config.json's `small`)."""
+    if info.get("source") == "given":
+        return f"--small {info['path']}"
+    return f"cache entry {info['path']}"
+
+
+def check_default_dir(out: Path, config: dict, overwrite: bool) -> None:
+    """A run of other settings (another --steps, --set lr=...) in the default directory of this one: --resume cannot
+    continue it and --overwrite would lose it, so the refusal names --out first (one line, before anything is
+    written). Settings as check_resumable compares them: the task and the method's configuration."""
+    from runs.preflight import comparable_method, comparable_task, differing_keys
+    try:
+        old = read_json(out / CONFIG) if (out / CONFIG).is_file() else None
+    except ValueError:
+        return                      # a damaged config.json: inspect_out says so
+    if overwrite or not isinstance(old, dict) or not isinstance(old.get("task"), dict):
+        return
+    differ = differing_keys(comparable_task(jsonable(old["task"])) or {}, comparable_task(jsonable(config["task"])))
+    differ += [f"method.{k}" for k in differing_keys(comparable_method(jsonable(old.get("method") or {})) or {},
+                                                     comparable_method(jsonable(config["method"])))]
+    if differ:
+        raise RunExistsError(f"{out} (this run's default directory) holds a run of other settings (differs in: "
+                             f"{', '.join(differ)}); pass --out DIR to keep both, or --overwrite to replace it")
 
 
 def check_small_dir(task, small_dir: Path) -> None:
@@ -302,11 +338,14 @@ def _some(steps: list[int]) -> str:
 def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", out: Path | None = None,
                    small: Path | None = None, resume: bool = False, overwrite: bool = False,
                    progress: bool = True, log=print, strategies: Strategies | None = None, parallel: str = "ddp",
-                   compile: bool = False, locked: bool = False) -> Path:
+                   compile: bool = False, locked: bool = False,
+                   report_to: tuple[str, ...] | str = ()) -> Path:
     """Under torchrun every rank calls this with the same arguments (runs/distributed.py); rank 0 alone writes.
     `parallel`: "ddp" or "fsdp" (with several processes); `compile`: torch.compile the training forward;
     `locked`: the caller holds the directory's lock already (resolve_small). Bad input is refused before
-    anything is written; the directory is locked (runs/lock.py) from then until the run ends."""
+    anything is written; the directory is locked (runs/lock.py) from then until the run ends.
+    `report_to`: trackers that receive every logged row beside metrics.jsonl (runs/tracking.py: tensorboard, wandb)."""
+    report_to = parse_report_to(report_to)
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
     if isinstance(out, str) and not out.strip():
@@ -314,6 +353,7 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
     device = torch.device(device)
     check_seed(seed)
     method = method.for_run(seed)      # its random draws with the run's seed, unless set (--set seed=N)
+    in_default_dir = out is None
     out = Path(out) if out is not None else default_out(task, method, seed, strategies)
     if method.needs_small:      # a method may set its small model's budget (G_stack's growth timing)
         task = task.with_(small_recipe=method.small_recipe(task))
@@ -329,6 +369,8 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
     if method.needs_small:      # the grown model's recipe, named (analysis labels and pairs by it)
         config["grown_recipe"] = describe_grown_recipe(task)
     check_out(out)
+    if in_default_dir:
+        check_default_dir(out, config, overwrite)
     seen = record_state(out)
     mode, old = inspect_out(out, resume, overwrite)
     if mode == "resume":
@@ -359,13 +401,15 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             # the small model lives on the run's device: LiGO's fit, every growth and KI's teacher run there
             small_model = small_model.to(device)
         config["small"] = small_info
+        if small_info is not None:
+            log(f"small model: {describe_small(small_info)}")
         resuming = checkpoint is not None  # a run without a checkpoint starts over in the same directory
         resumed_rows = []
         if checkpoint is not None and distributed.is_main():
             # before the writer opens metrics.jsonl for appending: truncation replaces the file
             resumed_rows = truncate_metrics(out, checkpoint["state"]["step"])
         distributed.barrier()              # every rank has read what it needed before rank 0 writes
-        writer = (RunWriter(out, config, resume=resuming, overwrite=mode != "new" and not resuming)
+        writer = (RunWriter(out, config, resume=resuming, overwrite=mode != "new" and not resuming, report_to=report_to)
                   if distributed.is_main() else distributed.SilentWriter(out))
         ledger = FlopsLedger()
         torch.manual_seed(seed)
@@ -407,13 +451,15 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
         _save_artifacts(out, method)   # again: some appear during training (staged training's depth step)
         final = distributed.plain_model(result["model"], family)     # under FSDP: gathered (on every rank)
         if distributed.is_main():
-            family.export(final.cpu(), out / "model")
+            family.export(final.cpu(), out / "model", preprocessing=data.preprocessing())
             if getattr(data, "tokenizer", None) is not None:  # fine-tuning (tasks/evals) needs the same tokenizer
                 save_tokenizer(data.tokenizer, out / "model", task.large.positions)
         last = result["last"] or init_row      # --steps 0: the grown model itself (paper Table 5's "LiGO init")
         summary = {"step": result["state"].step, "units": result["state"].units, "wall": result["state"].wall,
                    "flops": ledger.total, "flops_by_phase": ledger.as_dict(),
                    "eval_loss": last.get("eval_loss"), "eval_acc": last.get("eval_acc")}
+        if distributed.is_main():      # under the config the record holds (a resumed run's is the first one's)
+            write_model_card(out / "model", read_json(out / CONFIG), summary)
         writer.finish(summary)
     except KeyboardInterrupt as e:
         raise interrupted(e, writer) from None

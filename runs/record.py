@@ -135,7 +135,10 @@ class RunExistsError(FileExistsError):
 
 
 class RunWriter:
-    def __init__(self, directory: Path, config: dict, resume: bool = False, overwrite: bool = False):
+    """Writes a run's record; `report_to`: trackers (runs/tracking.py) that receive every logged row too."""
+
+    def __init__(self, directory: Path, config: dict, resume: bool = False, overwrite: bool = False,
+                 report_to: tuple[str, ...] = ()):
         self.dir = Path(directory)
         if (self.dir / CONFIG).exists() and not (resume or overwrite):
             raise RunExistsError(f"run directory {self.dir} already holds a run; pass --resume to continue it "
@@ -146,6 +149,18 @@ class RunWriter:
         if not resume or not (self.dir / CONFIG).exists():
             write_json_atomic(self.dir / CONFIG, config)
         self._metrics = open(self.dir / METRICS, "a")
+        self.trackers = self._open_trackers(report_to, config, resume)
+
+    def _open_trackers(self, report_to: tuple[str, ...], config: dict, resume: bool) -> list:
+        if not report_to:
+            return []
+        from runs.tracking import open_trackers      # here: the record itself needs neither torch nor a tracker
+        # a resumed run's metrics.jsonl was cut back to its checkpoint: the trackers continue after its last step,
+        # under the config the record was created with
+        rows = read_metrics(self.dir / METRICS) if resume else []
+        if resume:
+            config = read_json(self.dir / CONFIG)
+        return open_trackers(report_to, self.dir, config, rows[-1]["step"] if rows else None)
 
     def log(self, row: dict) -> None:
         # one write call per line, then flush + fsync: a crash leaves at most one truncated last line
@@ -155,14 +170,23 @@ class RunWriter:
             os.fsync(self._metrics.fileno())
         except OSError as e:          # a full disk: say which file
             raise OSError(e.errno, e.strerror, str(self.dir / METRICS)) from None
+        for tracker in self.trackers:
+            tracker.log(row)
 
     def finish(self, summary: dict) -> None:
         self._metrics.close()
+        self._close_trackers()
         write_json_atomic(self.dir / SUMMARY, summary)
 
     def close(self) -> None:
         if not self._metrics.closed:
             self._metrics.close()
+        self._close_trackers()
+
+    def _close_trackers(self) -> None:
+        trackers, self.trackers = self.trackers, []
+        for tracker in trackers:
+            tracker.close()
 
 
 def read_metrics(path: Path) -> list[dict]:

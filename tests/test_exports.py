@@ -42,3 +42,32 @@ def test_export_loads_without_growbench(family, tied, tmp_path, trained):
         x = torch.randint(4, spec.vocab, (2, 8))
     assert torch.equal(outputs(model, x), outputs(other.eval(), x))
     assert fam.spec_of(fam.load(tmp_path)) == spec
+
+
+@pytest.mark.parametrize("family", ["vit", "cait"])
+def test_timm_transform_from_the_export_feeds_what_training_fed(family, tmp_path, trained):
+    """timm's own preprocessing, built from the export's pretrained_cfg alone, turns the task's stored images into
+    the tensor the training pipeline makes (its gray channel and its data set's mean and std, not ImageNet's), and
+    the timm-loaded model scores them as the trained one does; the architecture is named as growbench's weights on
+    a timm constructor, not as the paper model the constructor is named after."""
+    import numpy as np
+    import timm
+    from PIL import Image
+    task = get_task(TASKS[family], "tiny")
+    data = task.pretrain_data()
+    fam = get_family(family)
+    model = trained(task.large).eval()
+    fam.export(model, tmp_path, preprocessing=data.preprocessing())
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["architecture"].endswith(".growbench") and timm.is_model(config["architecture"])
+    other = timm.create_model(f"local-dir:{tmp_path}", pretrained=True).eval()
+    assert other.pretrained_cfg["label_names"] == [str(i) for i in range(10)]
+    transform = timm.data.create_transform(**timm.data.resolve_data_config({}, model=other))
+    images = data.images["valid"][:8]
+    x = torch.stack([transform(Image.fromarray(image.numpy())) for image in images])
+    batch = data.make_batch("valid", np.arange(8), 0)
+    assert torch.allclose(x, batch["pixel_values"], atol=1e-5)
+    assert torch.allclose(outputs(other, x), outputs(model, batch["pixel_values"]), atol=1e-4)
+    with pytest.raises(ValueError, match="3 channel mean values for a model of 1 input channels"):
+        fam.export(model, tmp_path / "rgb", preprocessing={**data.preprocessing(), "mean": [0.5] * 3})
+    assert not (tmp_path / "rgb").exists()

@@ -96,6 +96,12 @@ class PretrainData:
     def unit(self) -> str:
         return "tokens" if self.kind == "text" else "images"
 
+    def preprocessing(self) -> dict | None:
+        """What this data does to a raw input before the model sees it, for the export to carry (an image set's
+        normalisation, as timm's pretrained_cfg states it); None where an export needs none (text: the
+        tokenizer is saved beside the model)."""
+        return None
+
     def units(self, batch: dict[str, torch.Tensor]) -> int:
         """Tokens (input_ids.numel(), special tokens included) or images in a batch: the x-axis of
         every savings curve."""

@@ -22,6 +22,8 @@ from . import PretrainData
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"  # where Debian's dataset-fashion-mnist installs it
 DIGITS_VALID_FRACTION = 0.2  # the last 20% of load_digits is held out
+FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                         "Ankle boot")   # the data set's own names for labels 0-9
 IMAGENET_SIZE = 224
 IMAGENET_EVAL_CROP = 0.875  # resize to size/0.875 then centre-crop, as DeiT and timm do
 
@@ -32,8 +34,9 @@ class TensorImageData(PretrainData):
     kind, objective, in_chans = "image", "image", 1
 
     def __init__(self, images: dict[str, torch.Tensor], labels: dict[str, torch.Tensor], scale: float,
-                 num_classes: int, image_size: int | None):
+                 num_classes: int, image_size: int | None, label_names: tuple[str, ...] | None = None):
         self.images, self.labels, self.scale = images, labels, scale
+        self.label_names = tuple(label_names or (str(i) for i in range(num_classes)))
         self.native_size = images["train"].shape[-1]
         self.image_size = image_size or self.native_size
         self.num_classes = num_classes
@@ -50,6 +53,14 @@ class TensorImageData(PretrainData):
             x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False,
                               antialias=self.image_size < self.native_size)
         return {"pixel_values": (x - self.mean) / self.std, "labels": self.labels[split][idx].clone()}
+
+    def preprocessing(self) -> dict:
+        """make_batch in timm's pretrained_cfg terms, for a gray image of this set's stored pixels (PIL mode "L"):
+        timm's ToTensor reads them as value / 255 where make_batch takes value / scale (digits are 0-16), so the
+        mean and std move to that range; the whole image is resized (bilinear), never cropped."""
+        to_8bit = self.scale / 255.0
+        return {"mean": [self.mean * to_8bit], "std": [self.std * to_8bit], "interpolation": "bilinear",
+                "crop_pct": 1.0, "crop_mode": "center", "label_names": list(self.label_names)}
 
 
 def load_digits_data(image_size: int | None = None) -> TensorImageData:
@@ -93,7 +104,7 @@ def load_fashion_mnist_data(path: str | None = None, image_size: int | None = No
               for split, p in (("train", "train"), ("valid", "t10k"))}
     return TensorImageData({s: torch.from_numpy(a[0].copy()) for s, a in arrays.items()},
                            {s: torch.from_numpy(a[1].astype(np.int64)) for s, a in arrays.items()},
-                           scale=255.0, num_classes=10, image_size=image_size)
+                           scale=255.0, num_classes=10, image_size=image_size, label_names=FASHION_MNIST_CLASSES)
 
 
 class ImageNetData(PretrainData):
@@ -101,10 +112,11 @@ class ImageNetData(PretrainData):
 
     kind, objective, in_chans = "image", "image", 3
 
-    def __init__(self, items: dict, lengths: dict[str, int], num_classes: int, image_size: int | None):
+    def __init__(self, items: dict, lengths: dict[str, int], num_classes: int, image_size: int | None,
+                 label_names: list[str] | None = None):
         import torchvision.transforms as T
         from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-        self.items, self.num_classes = items, num_classes
+        self.items, self.num_classes, self.label_names = items, num_classes, label_names
         self.image_size = size = image_size or IMAGENET_SIZE
         self.n_train, self.n_valid = lengths["train"], lengths["valid"]
         norm = [T.ToTensor(), T.Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)]
@@ -126,6 +138,13 @@ class ImageNetData(PretrainData):
                 labels.append(label)
         return {"pixel_values": torch.stack(pixels), "labels": torch.tensor(labels, dtype=torch.long)}
 
+    def preprocessing(self) -> dict:
+        """The "valid" transform in timm's pretrained_cfg terms (timm's eval transform is the same one)."""
+        from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+        names = {"label_names": list(self.label_names)} if self.label_names else {}
+        return {"mean": list(IMAGENET_DEFAULT_MEAN), "std": list(IMAGENET_DEFAULT_STD), "interpolation": "bicubic",
+                "crop_pct": IMAGENET_EVAL_CROP, "crop_mode": "center", **names}
+
 
 def load_imagenet_data(path: str | None = None, image_size: int | None = None) -> ImageNetData:
     if path is not None:
@@ -140,7 +159,7 @@ def load_imagenet_data(path: str | None = None, image_size: int | None = None) -
         def getter(folder):
             return lambda i: (folder.loader(folder.samples[i][0]), folder.samples[i][1])
         return ImageNetData({s: getter(f) for s, f in folders.items()}, {s: len(f) for s, f in folders.items()},
-                            len(folders["train"].classes), image_size)
+                            len(folders["train"].classes), image_size, label_names=folders["train"].classes)
     from datasets import load_dataset  # the paper's data through the hub (gated: needs an accepted licence)
     splits = {"train": load_dataset("ILSVRC/imagenet-1k", split="train"),
               "valid": load_dataset("ILSVRC/imagenet-1k", split="validation")}
@@ -150,8 +169,9 @@ def load_imagenet_data(path: str | None = None, image_size: int | None = None) -
             row = ds[i]  # one row access decodes the image once
             return row["image"], row["label"]
         return get
+    labels = splits["train"].features["label"]
     return ImageNetData({s: hub_getter(d) for s, d in splits.items()}, {s: len(d) for s, d in splits.items()},
-                        splits["train"].features["label"].num_classes, image_size)
+                        labels.num_classes, image_size, label_names=labels.names)
 
 
 def check_image_path(source: str, path: str | None) -> None:
