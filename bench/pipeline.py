@@ -13,7 +13,7 @@ training transform: decode, augment and normalise are all in the timed batches.
 
 What the GPU consumes. Text: BERT-Base tokens/s of the growbench trainer from bench/results/gpu_mfu.json (measured
 on an H200), and the same scaled to the issue's 45% MFU target. Images: DeiT-B at 224 at 45% MFU of the card's
-dense bf16 peak (bench/gpu_mfu.py's table), from the family's analytic FLOPs (forward + backward = 3 x forward).
+dense bf16 peak (runs/hardware.py), from the family's analytic FLOPs (forward + backward = 3 x forward).
 
 Timing: for each worker count a fresh loader, as a run makes it; the clock starts when its first batch arrives (so
 worker start-up is left out, as it is paid once per run) and stops at the last, so the rate is (batches - 1) x B
@@ -71,13 +71,13 @@ def text_consumption(gpu_mfu: Path, target_mfu: float, model: str = "bert_base")
 
 def image_consumption(gpu: str, target_mfu: float) -> dict:
     """DeiT-B (the paper's deit_s_b large model, 224) images/s at `target_mfu` of `gpu`'s dense bf16 peak."""
-    from bench.gpu_mfu import peak_tflops
+    from runs.hardware import peak_tflops
     from models import get_family
     from models.flops import backward_flops
     from tasks import get_task
     peak = peak_tflops(gpu)
     if peak is None:
-        raise ValueError(f"no dense bf16 peak known for GPU {gpu!r}; see bench/gpu_mfu.py PEAK_TFLOPS")
+        raise ValueError(f"no dense bf16 peak known for GPU {gpu!r}; see runs/hardware.py")
     spec = get_task("deit_s_b", scale="paper").large
     fwd = get_family(spec.family).forward_flops(spec, 1)
     per_image = fwd.total + backward_flops(fwd)
