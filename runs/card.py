@@ -70,8 +70,9 @@ def model_card(config: dict, summary: dict) -> str:
         + (f", grown-model recipe `{label}`" if label and label != "same" else ""),
         f"- Data: {data}" + (f", tokenizer `{task['tokenizer']}`" if task.get("tokenizer") else ""),
         f"- Trained: {summary.get('units', 0):,} {unit} in {summary.get('step', 0):,} steps "
-        f"(batch size {recipe.get('batch_size')} x {recipe.get('grad_accum', 1)} accumulated, peak lr {recipe.get('lr')}, "
-        f"{recipe.get('schedule')} schedule, {recipe.get('warmup')} warm-up steps), {summary.get('wall', 0):.1f} s",
+        f"(batch size {recipe.get('batch_size')} x {recipe.get('grad_accum', 1)} accumulated, peak lr "
+        f"{recipe.get('lr')}, {recipe.get('schedule')} schedule, {recipe.get('warmup')} warm-up steps), "
+        f"{summary.get('wall', 0):.1f} s",
         f"- FLOPs: {summary.get('flops', 0):.3e}" + (f" ({phases})" if phases else "")
         + (f"; the small model's pretraining: {config['small']['pretrain_flops']:.3e}"
            if grown and config["small"].get("pretrain_flops") else ""), "",
