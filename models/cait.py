@@ -19,6 +19,7 @@ from models.canonical import IN, OUT, Canonical
 from models.family import register_family
 from models.flops import BlockFlops, ForwardFlops, transformer_block
 from models.spec import ModelSpec
+from models.stochastic_depth import drop_path_args, drop_path_of, with_drop_path
 from models.timm_image import TimmImageFamily, mlp_ratio
 
 D_OUT, D_IN = ("D", OUT), ("D", IN)
@@ -53,10 +54,11 @@ class CaitFamily(TimmImageFamily):
         return dict(img_size=spec.image_size, patch_size=spec.patch_size, in_chans=spec.in_chans,
                     num_classes=spec.classes, embed_dim=spec.hidden, depth=spec.layers, num_heads=spec.heads,
                     mlp_ratio=ratio, mlp_ratio_token_only=ratio, depth_token_only=spec.class_layers,
-                    init_values=layer_scale_init(spec.layers))
+                    init_values=layer_scale_init(spec.layers), **drop_path_args(spec))
 
     def build(self, spec: ModelSpec) -> nn.Module:
-        return Cait(**self.timm_args(spec))
+        # timm's Cait gives every patch block the same drop-path rate (CaiT's rule; the class blocks get none)
+        return with_drop_path(Cait(**self.timm_args(spec)), spec)
 
     def owns(self, model) -> bool:
         return type(model) is Cait
@@ -69,7 +71,8 @@ class CaitFamily(TimmImageFamily):
                              "the canonical form has one ffn")
         return ModelSpec(self.name, len(model.blocks), model.embed_dim, first.attn.num_heads, ffn=ffn,
                          image_size=pe.img_size[0], patch_size=pe.patch_size[0], in_chans=model.in_chans,
-                         classes=model.num_classes, class_layers=len(model.blocks_token_only))
+                         classes=model.num_classes, class_layers=len(model.blocks_token_only),
+                         drop_path=drop_path_of(model))
 
     # -- canonical -------------------------------------------------------------------------------------------
     @staticmethod
@@ -130,6 +133,7 @@ class CaitFamily(TimmImageFamily):
     # -- training ----------------------------------------------------------------------------------------------
     def forward_flops(self, spec: ModelSpec, batch: int, seq: int = 0, head_tokens: int | None = None) -> ForwardFlops:
         n = (spec.image_size // spec.patch_size) ** 2      # patch tokens; `seq` is ignored for images
+        # spec.drop_path changes nothing: timm's DropPath computes each branch in full and masks it (see models/vit.py)
         d, h = spec.hidden, spec.heads
         embed = 2 * batch * n * d * spec.in_chans * spec.patch_size ** 2
         block = transformer_block(batch, n, d, spec.ffn)

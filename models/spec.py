@@ -27,6 +27,10 @@ class ModelSpec:
     # 0 then, and left out of `to_dict`, so that records, cache keys and fingerprints of the other families stay
     # what they were before the field existed.
     kv_heads: int = 0
+    # stochastic depth (vision families): timm's drop_path_rate, a constructor argument without parameters. One rate
+    # per pair (check_growable): a method that grows depth alone builds the large model from the small one's spec.
+    # 0 is no drop path, left out of `to_dict` as kv_heads is.
+    drop_path: float = 0.0
 
     def __post_init__(self):
         if self.ffn == 0:
@@ -43,6 +47,8 @@ class ModelSpec:
             object.__setattr__(self, "kv_heads", 0)
         if self.kv_heads < 0 or (self.kv_heads and self.heads % self.kv_heads):
             raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
+        if not 0 <= self.drop_path < 1:
+            raise ValueError(f"drop_path must be in [0, 1), got {self.drop_path}")
 
     @property
     def head_dim(self) -> int:
@@ -74,7 +80,7 @@ class ModelSpec:
 
 def drop_defaults(spec: dict) -> dict:
     """A spec's dict without the fields added after records existed, where they hold their neutral value."""
-    return {k: v for k, v in spec.items() if not (k == "kv_heads" and not v)}
+    return {k: v for k, v in spec.items() if not (k in ("kv_heads", "drop_path") and not v)}
 
 
 def check_growable(small: ModelSpec, large: ModelSpec) -> None:
@@ -86,7 +92,7 @@ def check_growable(small: ModelSpec, large: ModelSpec) -> None:
             label = "key/value heads" if name == "kv" else name
             raise ValueError(f"the large model shrinks in {label} ({getattr(small, name)} -> {getattr(large, name)}); "
                              "growth needs large >= small in every dimension")
-    for name in ("vocab", "positions", "image_size", "patch_size", "in_chans", "classes"):
+    for name in ("vocab", "positions", "image_size", "patch_size", "in_chans", "classes", "drop_path"):
         if getattr(large, name) != getattr(small, name):
             raise ValueError(f"{name} differs between small ({getattr(small, name)}) and large ({getattr(large, name)}); "
                              "it must be equal for growth")

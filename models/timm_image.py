@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
+from timm.loss import SoftTargetCrossEntropy
 
 from models.family import Family
 from models.spec import ModelSpec
@@ -26,6 +27,9 @@ def mlp_ratio(hidden: int, ffn: int) -> float:
     return ratio
 
 
+SOFT_TARGET_CE = SoftTargetCrossEntropy()
+
+
 class TimmImageFamily(Family):
     objective = "image"
 
@@ -34,7 +38,13 @@ class TimmImageFamily(Family):
         return model(batch["pixel_values"])
 
     def compute_loss(self, call, batch):
-        return F.cross_entropy(call(batch["pixel_values"]), batch["labels"])
+        logits, targets = call(batch["pixel_values"]), batch["labels"]
+        if targets.is_floating_point():
+            # soft targets [B, classes] (tasks/data/vision.py): DeiT's Mixup/CutMix, whose targets carry the label
+            # smoothing, or label smoothing alone (timm's smoothed one-hots: on them this is exactly the label-smoothed
+            # cross-entropy, timm's LabelSmoothingCrossEntropy, without handing the smoothing to the loss)
+            return SOFT_TARGET_CE(logits, targets)
+        return F.cross_entropy(logits, targets)
 
     # -- export --------------------------------------------------------------------------------------------
     timm_architecture = ""    # a registered timm model: its constructor takes timm_args(spec) as overrides

@@ -18,6 +18,7 @@ from models.canonical import IN, OUT, Canonical
 from models.family import register_family
 from models.flops import ForwardFlops, transformer_block
 from models.spec import ModelSpec
+from models.stochastic_depth import drop_path_args, drop_path_of, with_drop_path
 from models.timm_image import TimmImageFamily, mlp_ratio
 
 D_OUT = ("D", OUT)
@@ -40,10 +41,10 @@ class ViT(TimmImageFamily):
         ratio = mlp_ratio(spec.hidden, spec.ffn)
         return dict(img_size=spec.image_size, patch_size=spec.patch_size, in_chans=spec.in_chans,
                     num_classes=spec.classes, embed_dim=spec.hidden, depth=spec.layers, num_heads=spec.heads,
-                    mlp_ratio=ratio, qkv_bias=True, class_token=True, global_pool="token")
+                    mlp_ratio=ratio, qkv_bias=True, class_token=True, global_pool="token", **drop_path_args(spec))
 
     def build(self, spec: ModelSpec) -> nn.Module:
-        return VisionTransformer(**self.timm_args(spec))
+        return with_drop_path(VisionTransformer(**self.timm_args(spec)), spec)
 
     def owns(self, model) -> bool:
         return type(model) is VisionTransformer
@@ -53,7 +54,7 @@ class ViT(TimmImageFamily):
         return ModelSpec(self.name, len(model.blocks), model.embed_dim, model.blocks[0].attn.num_heads,
                          ffn=model.blocks[0].mlp.fc1.out_features, image_size=model.patch_embed.img_size[0],
                          patch_size=model.patch_embed.patch_size[0], in_chans=proj.in_channels,
-                         classes=model.num_classes)
+                         classes=model.num_classes, drop_path=drop_path_of(model))
 
     # -- canonical ---------------------------------------------------------------------------------------
     def to_canonical(self, model) -> Canonical:
@@ -98,7 +99,10 @@ class ViT(TimmImageFamily):
 
     # -- training ----------------------------------------------------------------------------------------
     def forward_flops(self, spec: ModelSpec, batch: int, seq: int = 0, head_tokens: int | None = None) -> ForwardFlops:
-        # `seq` is ignored: the token count follows from the image (N patches + the class token)
+        # `seq` is ignored: the token count follows from the image (N patches + the class token). Stochastic depth
+        # (spec.drop_path) changes nothing here: timm's DropPath runs the whole branch on every sample and multiplies
+        # its output by a per-sample 0/(1/keep) mask (timm.layers.drop.drop_path: `x * random_tensor`), so a step
+        # computes every block in full and is charged in full.
         patches = (spec.image_size // spec.patch_size) ** 2
         embed = 2 * batch * patches * spec.hidden * spec.in_chans * spec.patch_size ** 2
         blocks = [transformer_block(batch, patches + 1, spec.hidden, spec.ffn)] * spec.layers

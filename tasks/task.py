@@ -11,7 +11,8 @@ from functools import cached_property
 
 from models import ModelSpec, build_model, check_growable, get_family
 from models.flops import backward_flops
-from tasks.rules import above, adam_betas, at_least, integer_at_least
+from tasks.data.vision import PER_IMAGE, check_augmentation   # PER_IMAGE: timm.data.create_transform's part
+from tasks.rules import above, adam_betas, at_least, in_range, integer_at_least, one_of
 
 SCALES = ("paper", "mini", "tiny")
 # the transformers.get_scheduler names the trainer can drive: built from (warmup, total steps) alone and stepped
@@ -37,7 +38,32 @@ RECIPE_RULES = {
     "bf16": (lambda v: isinstance(v, bool), "true or false"),
     "adam_betas": adam_betas("adam_betas"),
     "adam_eps": above(0),
+    # DeiT's recipe (tasks/data/vision.py applies it; names after facebookresearch/deit main.py's options)
+    "auto_augment": (lambda v: isinstance(v, str), "a timm auto-augment policy such as rand-m9-mstd0.5-inc1, "
+                                                   "or empty (off)"),
+    "color_jitter": at_least(0, " (0: off)"),
+    "train_interpolation": one_of(("bicubic", "bilinear", "nearest", "random")),
+    "re_prob": in_range(0, 1, note=" (random erasing's probability; 0: off)"),
+    "re_mode": one_of(("pixel", "rand", "const")),
+    "re_count": integer_at_least(1),
+    "mixup": at_least(0, " (mixup's alpha; 0: off)"),
+    "cutmix": at_least(0, " (cutmix's alpha; 0: off)"),
+    "mixup_prob": in_range(0, 1),
+    "mixup_switch_prob": in_range(0, 1),
+    "mixup_mode": one_of(("batch", "pair", "elem")),
+    "smoothing": in_range(0, 1, high_open=True, note=" (label smoothing; 0: off)"),
+    "repeated_aug": integer_at_least(1, " (repeats of each image per epoch; 1: off)"),
 }
+# DeiT's recipe, off by default: `switch` fields turn a part on; the `parameters` shape a part and act only with their
+# switch on (a changed one with its switch off would change nothing and is refused). A recipe with every switch off
+# records none of these fields (Task.to_dict), so records made before they existed keep their fingerprints.
+AUGMENT_SWITCHES = {"auto_augment": "", "color_jitter": 0.0, "re_prob": 0.0, "mixup": 0.0, "cutmix": 0.0,
+                    "smoothing": 0.0, "repeated_aug": 1}
+MIXING = ("mixup", "cutmix")                                  # timm.data.Mixup's part (soft targets)
+AUGMENT_PARAMETERS = {  # field -> (default: DeiT main.py's, the switches it acts with)
+    "train_interpolation": ("bicubic", PER_IMAGE), "re_mode": ("pixel", ("re_prob",)), "re_count": (1, ("re_prob",)),
+    "mixup_prob": (1.0, MIXING), "mixup_switch_prob": (0.5, MIXING), "mixup_mode": ("batch", MIXING)}
+AUGMENT_FIELDS = tuple(AUGMENT_SWITCHES) + tuple(AUGMENT_PARAMETERS)
 
 
 @dataclass(frozen=True)
@@ -58,6 +84,20 @@ class Recipe:
     bf16: bool = False
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-6
+    # DeiT's recipe for image tasks (main.py's option in brackets); all off by default, see AUGMENT_SWITCHES
+    auto_augment: str = ""             # [--aa] timm auto-augment policy (RandAugment: rand-...), "" off
+    color_jitter: float = 0.0          # [--color-jitter] (timm ignores it while auto_augment is on, as DeiT's did)
+    train_interpolation: str = "bicubic"  # [--train-interpolation] of the random resized crop and auto-augment
+    re_prob: float = 0.0               # [--reprob] random erasing probability
+    re_mode: str = "pixel"             # [--remode]
+    re_count: int = 1                  # [--recount]
+    mixup: float = 0.0                 # [--mixup] mixup alpha
+    cutmix: float = 0.0                # [--cutmix] cutmix alpha
+    mixup_prob: float = 1.0            # [--mixup-prob] probability a batch is mixed at all
+    mixup_switch_prob: float = 0.5     # [--mixup-switch-prob] cutmix instead of mixup
+    mixup_mode: str = "batch"          # [--mixup-mode] one draw per batch, pair or element
+    smoothing: float = 0.0             # [--smoothing] label smoothing (in the soft targets)
+    repeated_aug: int = 1              # [--repeated-aug, RASampler's num_repeats] each image this many times
 
     def __post_init__(self):
         for name, (ok, rule) in RECIPE_RULES.items():
@@ -67,6 +107,32 @@ class Recipe:
             raise ValueError(f"recipe warmup ({self.warmup}) must not exceed steps ({self.steps}); "
                              f"lower it with --set warmup=N")
         object.__setattr__(self, "adam_betas", tuple(self.adam_betas))   # a list from JSON or --set: one form
+        for name, (default, switches) in AUGMENT_PARAMETERS.items():
+            if getattr(self, name) != default and not any(self.is_on(s) for s in switches):
+                off = "it is" if len(switches) == 1 else "they are"
+                raise ValueError(f"recipe {name}={getattr(self, name)} acts only with {' or '.join(switches)} on, "
+                                 f"and {off} off; set one or leave {name} out")
+        if self.mixes and self.batch_size % 2:
+            # timm's Mixup mixes each image with the one mirrored across the batch (x.flip(0)): it needs pairs
+            raise ValueError(f"recipe batch_size {self.batch_size} is odd: mixup/cutmix need an even batch size "
+                             "(each micro-batch is mixed with itself reversed); make it even")
+
+    def is_on(self, name: str) -> bool:
+        """Whether the switch field `name` of DeiT's recipe is on."""
+        return getattr(self, name) != AUGMENT_SWITCHES[name]
+
+    @property
+    def augments(self) -> bool:
+        """Whether any part of DeiT's recipe is on (what decides whether its fields are recorded)."""
+        return any(self.is_on(name) for name in AUGMENT_SWITCHES)
+
+    @property
+    def mixes(self) -> bool:
+        return any(self.is_on(name) for name in MIXING)
+
+    def augmentation(self) -> dict:
+        """DeiT's recipe fields by name, what tasks/data/vision.py reads."""
+        return {name: getattr(self, name) for name in AUGMENT_FIELDS}
 
     def with_(self, **changes) -> "Recipe":
         return dataclasses.replace(self, **changes)
@@ -101,7 +167,8 @@ class Task:
             raise ValueError(f"{self.family} has no grouped-query attention: leave kv_heads out (it is for llama)")
         # a size the family has no use for would be recorded (and change the cache key) while changing nothing
         unused = ("class_layers",) if not family.class_attention else ()
-        unused += ("image_size", "patch_size", "classes") if family.objective != "image" else ("vocab", "positions")
+        unused += (("image_size", "patch_size", "classes", "drop_path") if family.objective != "image"
+                   else ("vocab", "positions"))
         for which, spec in (("small", self.small), ("large", self.large)):
             given = [f"{which}.{name}={getattr(spec, name)}" for name in unused if getattr(spec, name)]
             if given:
@@ -113,6 +180,13 @@ class Task:
                 if recipe.seq_len > spec.positions:
                     raise ValueError(f"the {which}seq_len ({recipe.seq_len}) exceeds the positions of "
                                      f"{spec.short()} ({spec.positions}); lower --set {key}")
+        for key, recipe in (("", self.recipe), ("small_recipe.", self.small_recipe)):
+            if recipe.augments:
+                on = [f"{key}{name}={getattr(recipe, name)}" for name in AUGMENT_SWITCHES if recipe.is_on(name)]
+                if family.objective != "image":
+                    raise ValueError(f"{', '.join(on)}: DeiT's augmentation is for image tasks, and {self.name} "
+                                     f"trains {self.family} on text; leave it out")
+                check_augmentation(self.data, recipe.augmentation(), key)
         from tasks.grown_recipes import PRESETS
         if self.grown_recipe not in PRESETS:
             raise ValueError(f"unknown grown_recipe '{self.grown_recipe}'; known: {', '.join(PRESETS)}")
@@ -154,10 +228,13 @@ class Task:
     def _data(self):
         from tasks.data import load_pretrain_data
         image = get_family(self.family).objective == "image"
-        return load_pretrain_data(
+        data = load_pretrain_data(
             self.data, get_family(self.family).objective, seq_len=self.recipe.seq_len,
             vocab_size=None if image else self.large.vocab, tokenizer=self.tokenizer,
             image_size=self.large.image_size if image else None, path=self.data_path)
+        if self.recipe.augments:          # DeiT's recipe (checked to be an image task's in __post_init__)
+            data = data.with_augmentation(self.recipe.augmentation())
+        return data
 
     def check_data(self) -> None:
         """Refuse a data path that cannot make a run (missing, binary, empty, the wrong kind), in one line and
@@ -184,4 +261,8 @@ class Task:
         else:
             d["grown_changes"] = dict(d["grown_changes"])
         d["small"], d["large"] = self.small.to_dict(), self.large.to_dict()
+        for key in ("recipe", "small_recipe"):     # DeiT's recipe, only where it is on: older records still match
+            if not getattr(self, key).augments:
+                for name in AUGMENT_FIELDS:
+                    d[key].pop(name)
         return d

@@ -5,20 +5,28 @@ embedded: the tiny scale), Debian's Fashion-MNIST (28x28 gray, 10 classes, 60k/1
 from the idx files of `dataset-fashion-mnist`), and ImageNet-1k (the paper) as an ImageFolder with
 train/ and val/ or through `datasets`. The small sources sit in memory as uint8 and are scaled,
 resized and normalised per batch; ImageNet is decoded per batch with the standard DeiT-style
-resize/crop/flip/normalise transforms, the random ones seeded from (seed, step) under a forked RNG
-so batches stay a pure function of their arguments (see tasks/data/__init__.py).
+resize/crop/flip/normalise transforms, the random ones seeded per image from (seed, step, position)
+under forked RNGs so batches stay a pure function of their arguments (see tasks/data/__init__.py).
+
+DeiT's recipe (a task's recipe fields, tasks/task.py; `with_augmentation`) adds, for training batches only:
+timm's per-image augmentation (`timm.data.create_transform`: RandAugment, colour jitter, random erasing; decoded
+images only), timm's Mixup/CutMix and label smoothing (soft targets [B, classes] that sum to 1), and DeiT's
+repeated augmentation in the index stream. Held-out batches keep hard labels and the plain evaluation transform.
 """
 from __future__ import annotations
 
+import copy
 import gzip
+import random
 import struct
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import PretrainData
+from . import PretrainData, batch_indices, derive_seed, epoch_permutation
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"  # where Debian's dataset-fashion-mnist installs it
 DIGITS_VALID_FRACTION = 0.2  # the last 20% of load_digits is held out
@@ -28,10 +36,136 @@ IMAGENET_SIZE = 224
 IMAGENET_EVAL_CROP = 0.875  # resize to size/0.875 then centre-crop, as DeiT and timm do
 
 
-class TensorImageData(PretrainData):
+# DeiT's RASampler keeps an epoch at the data set's length rounded down to a multiple of 256 (its
+# num_selected_samples, summed over the processes), so an epoch shows about N / repeats distinct images, each
+# `repeats` times; below 256 images (test fixtures) the epoch is the data set's length.
+RA_EPOCH_MULTIPLE = 256
+# the recipe fields that turn on timm's per-image transform (create_transform), which needs decoded images; 0 or "": off
+PER_IMAGE = ("auto_augment", "color_jitter", "re_prob")
+
+
+@contextmanager
+def seeded_global_rngs():
+    """Yields `seed_all(seed)`, which seeds torch's, numpy's and Python's global generators; all three are restored on
+    exit. timm draws from all three (RandAugment: `random` and `np.random`; random erasing: `random` and torch; Mixup:
+    `np.random`), and a batch must be a pure function of (seed, step) that leaves the caller's streams untouched."""
+    numpy_state, python_state = np.random.get_state(), random.getstate()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            yield seed_all
+    finally:
+        np.random.set_state(numpy_state)
+        random.setstate(python_state)
+
+
+def seed_all(seed: int) -> None:
+    # the CPU generator alone: torch.manual_seed would also reseed CUDA's, which fork_rng(devices=[]) does not restore
+    # (and costs ~0.35 ms a call, against ~5 us)
+    torch.default_generator.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+def repeated_indices(n: int, step: int, batch_size: int, seed: int, repeats: int) -> np.ndarray:
+    """DeiT's repeated augmentation (samplers.RASampler) as one index stream: epoch e walks the permutation of
+    (seed, e) with each index repeated `repeats` times in a row, cut to the epoch length DeiT keeps
+    (RA_EPOCH_MULTIPLE). The copies of an image sit side by side, so they land in one batch, each with its own
+    augmentation (every image is seeded apart, ImageNetData.make_batch). DeiT deals the same stream out across its
+    GPUs (copies on neighbouring ranks, one global batch); here one process reads it whole, and under several
+    processes each micro-batch keeps its copies (runs/distributed.micro_index hands out whole micro-batches)."""
+    if n <= 0:
+        raise ValueError("training split is empty")
+    epoch_len = n // RA_EPOCH_MULTIPLE * RA_EPOCH_MULTIPLE or n
+    pos = np.arange(step * batch_size, (step + 1) * batch_size, dtype=np.int64)
+    epochs, within = pos // epoch_len, pos % epoch_len
+    out = np.empty(batch_size, dtype=np.int64)
+    for e in np.unique(epochs):
+        sel = epochs == e
+        out[sel] = epoch_permutation(n, seed, int(e))[within[sel] // repeats]
+    return out
+
+
+class ImagePretrainData(PretrainData):
+    """What every image source shares: the batch-level part of DeiT's recipe (Mixup/CutMix, label smoothing, repeated
+    augmentation), off until `with_augmentation` turns it on."""
+
+    kind = objective = "image"
+    augment: dict | None = None       # the recipe's augmentation fields (tasks.task.Recipe.augmentation)
+    decodes_images = False            # whether timm's per-image transforms can run (they take PIL images)
+
+    def with_augmentation(self, augment: dict) -> "ImagePretrainData":
+        """A copy that trains with DeiT's recipe `augment`; its held-out batches are the same as this one's."""
+        data = copy.copy(self)
+        data.augment = dict(augment)
+        data.__dict__.pop("_eval_cache", None)
+        data._configure()
+        return data
+
+    def _configure(self) -> None:
+        """Build what the recipe needs (a subclass adds its per-image transform)."""
+        from timm.data import Mixup
+        a = self.augment
+        # timm's Mixup does the label smoothing too (its targets are smoothed one-hots, mixed), as in DeiT main.py
+        self.mixer = (Mixup(mixup_alpha=a["mixup"], cutmix_alpha=a["cutmix"], prob=a["mixup_prob"],
+                            switch_prob=a["mixup_switch_prob"], mode=a["mixup_mode"],
+                            label_smoothing=a["smoothing"], num_classes=self.num_classes)
+                      if a["mixup"] > 0 or a["cutmix"] > 0 else None)
+
+    @property
+    def repeats(self) -> int:
+        return self.augment["repeated_aug"] if self.augment else 1
+
+    def train_indices(self, step: int, batch_size: int, seed: int) -> np.ndarray:
+        """The item indices of training batch `step` (repeated augmentation's stream when it is on)."""
+        if self.repeats == 1:
+            return batch_indices(self.n_train, step, batch_size, seed)
+        return repeated_indices(self.n_train, step, batch_size, seed, self.repeats)
+
+    def train_batch(self, step: int, batch_size: int, seed: int) -> dict[str, torch.Tensor]:
+        if self.repeats == 1:
+            return super().train_batch(step, batch_size, seed)
+        # PretrainData.train_batch with the repeated stream: the same per-step seed
+        return self.make_batch("train", self.train_indices(step, batch_size, seed), derive_seed(seed, step, 1))
+
+    def mix(self, split: str, batch: dict[str, torch.Tensor], rng_seed: int) -> dict[str, torch.Tensor]:
+        """A training batch under the recipe's Mixup/CutMix and label smoothing: soft targets [B, classes]; anything
+        else unchanged (held-out batches keep their hard labels, and a recipe without these its integer labels)."""
+        if split != "train" or not self.augment:
+            return batch
+        x, y = batch["pixel_values"], batch["labels"]
+        if self.mixer is not None:
+            # timm's Mixup draws lambda, the switch and the box from numpy's global RNG: seed it from the batch's
+            # seed, restore the caller's (tasks/data/__init__.py: a batch is a pure function of (seed, step))
+            with seeded_global_rngs() as seed:
+                seed(rng_seed)
+                x, y = self.mixer(x, y)
+        elif self.augment["smoothing"]:
+            from timm.data.mixup import mixup_target
+            y = mixup_target(y, self.num_classes, lam=1.0, smoothing=self.augment["smoothing"])
+        return {**batch, "pixel_values": x, "labels": y}
+
+
+def check_augmentation(source: str, augment: dict, key: str = "") -> None:
+    """Refuse, in one line, a part of DeiT's recipe that `source` cannot take or a policy timm does not know (checked
+    when a task is made, before anything is loaded or written). `key`: how the recipe is named ("small_recipe.")."""
+    on = [f"{key}{name}={augment[name]}" for name in PER_IMAGE if augment[name]]
+    if on and not SOURCES[source].decodes_images:
+        raise ValueError(f"{', '.join(on)}: timm's per-image augmentation works on decoded images (the imagenet "
+                         f"source), and {source} is held as tensors; leave it out (mixup, cutmix, smoothing and "
+                         "repeated_aug apply to any image source)")
+    if augment["auto_augment"]:
+        from timm.data import create_transform
+        try:
+            create_transform(32, is_training=True, auto_augment=augment["auto_augment"])
+        except Exception as e:      # timm's parser raises several kinds (AssertionError, KeyError, ValueError)
+            raise ValueError(f"{key}auto_augment={augment['auto_augment']} is not a policy timm knows "
+                             f"({type(e).__name__}: {e}); e.g. rand-m9-mstd0.5-inc1 (DeiT's)") from None
+
+
+class TensorImageData(ImagePretrainData):
     """A small gray-scale dataset held in memory: uint8 images [N, H, W] per split, integer labels."""
 
-    kind, objective, in_chans = "image", "image", 1
+    in_chans = 1
 
     def __init__(self, images: dict[str, torch.Tensor], labels: dict[str, torch.Tensor], scale: float,
                  num_classes: int, image_size: int | None, label_names: tuple[str, ...] | None = None):
@@ -52,7 +186,8 @@ class TensorImageData(PretrainData):
             # antialias only matters when shrinking; it is a no-op guard when growing
             x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False,
                               antialias=self.image_size < self.native_size)
-        return {"pixel_values": (x - self.mean) / self.std, "labels": self.labels[split][idx].clone()}
+        return self.mix(split, {"pixel_values": (x - self.mean) / self.std, "labels": self.labels[split][idx].clone()},
+                        rng_seed)
 
     def preprocessing(self) -> dict:
         """make_batch in timm's pretrained_cfg terms, for a gray image of this set's stored pixels (PIL mode "L"):
@@ -107,10 +242,11 @@ def load_fashion_mnist_data(path: str | None = None, image_size: int | None = No
                            scale=255.0, num_classes=10, image_size=image_size, label_names=FASHION_MNIST_CLASSES)
 
 
-class ImageNetData(PretrainData):
+class ImageNetData(ImagePretrainData):
     """ImageNet-style RGB data decoded per batch; `items[split](i)` returns (PIL image, label)."""
 
-    kind, objective, in_chans = "image", "image", 3
+    in_chans = 3
+    decodes_images = True
 
     def __init__(self, items: dict, lengths: dict[str, int], num_classes: int, image_size: int | None,
                  label_names: list[str] | None = None):
@@ -126,17 +262,32 @@ class ImageNetData(PretrainData):
             "valid": T.Compose([T.Resize(int(size / IMAGENET_EVAL_CROP), interpolation=bicubic), T.CenterCrop(size), *norm]),
         }
 
+    def _configure(self) -> None:
+        super()._configure()
+        a = self.augment
+        if any(a[name] for name in PER_IMAGE):
+            from timm.data import create_transform
+            # DeiT's datasets.build_transform: timm's ImageNet training transform (random resized crop, flip,
+            # RandAugment, random erasing after normalisation) with main.py's options
+            train = create_transform(self.image_size, is_training=True, auto_augment=a["auto_augment"] or None,
+                                     color_jitter=a["color_jitter"], interpolation=a["train_interpolation"],
+                                     re_prob=a["re_prob"], re_mode=a["re_mode"], re_count=a["re_count"])
+            self.transforms = {**self.transforms, "train": train}
+
     def make_batch(self, split: str, indices: np.ndarray, rng_seed: int) -> dict[str, torch.Tensor]:
+        # the random transforms draw from the global RNGs: each image is seeded from (batch seed, its position), inside
+        # one fork that is restored after (saving numpy's state costs ~0.25 ms: once a batch, not once an image), so
+        # callers' randomness is untouched, the batch is reproducible, each image's draws are its own, and an image
+        # repeated in a batch (repeated augmentation) is augmented differently each time
         transform, pixels, labels = self.transforms[split], [], []
-        # torchvision's random transforms draw from the global RNG: fork it, seed it from (seed, step),
-        # and it is restored on exit, so callers' randomness is untouched and the batch is reproducible.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(rng_seed)
-            for i in indices:
+        with seeded_global_rngs() as seed:
+            for k, i in enumerate(indices):
                 image, label = self.items[split](int(i))
+                seed(derive_seed(rng_seed, k))
                 pixels.append(transform(image.convert("RGB")))
                 labels.append(label)
-        return {"pixel_values": torch.stack(pixels), "labels": torch.tensor(labels, dtype=torch.long)}
+        batch = {"pixel_values": torch.stack(pixels), "labels": torch.tensor(labels, dtype=torch.long)}
+        return self.mix(split, batch, rng_seed)
 
     def preprocessing(self) -> dict:
         """The "valid" transform in timm's pretrained_cfg terms (timm's eval transform is the same one)."""
@@ -194,6 +345,9 @@ def check_image_path(source: str, path: str | None) -> None:
             _fashion_file(p, prefix)
     elif not ((p / "train").is_dir() and (p / "val").is_dir()):
         raise FileNotFoundError(f"ImageNet folder {p} needs train/ and val/ subdirectories (ImageFolder layout)")
+
+
+SOURCES = {"digits": TensorImageData, "fashion_mnist": TensorImageData, "imagenet": ImageNetData}
 
 
 def load_image_data(source: str, *, image_size: int | None = None, path: str | None = None) -> PretrainData:
