@@ -14,18 +14,21 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
+import signal
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from analysis import axes, figures, regime, tables
 from analysis.load import curves_frame, load_runs, runs_frame
 from analysis.savings import all_savings, summarize
-from runs.record import enclosing_record
+from runs.record import enclosing_record, signals_held
 
 # the paper's tables: name -> (task, builder, caption). Table 4 (model configurations) is the task registry
 # itself (tests check it). Table 6 is written only where runs carry AdapterFusion scores (eval.json "adapters").
-MANIFEST = ".written"       # the files the last analysis into an --out wrote (remove_stale)
+MANIFEST = ".written"       # the files the last analysis into an --out wrote (staged: a re-analysis drops them)
 PAPER_TABLES = {
     "table1": ("bert_small_base", "savings", "Table 1: BERT-Small→BERT-Base, savings and downstream scores"),
     "table2": ("deit_s_b", "savings", "Table 2: DeiT-S→DeiT-B, savings and accuracy"),
@@ -98,17 +101,148 @@ def targets(seeds, task: str, scale: str) -> str:
     return ", ".join(f"s{s} {v:.4g}" for s, v in t.groupby("seed")["target"].first().items())
 
 
-def remove_stale(out: Path, written: list[Path]) -> int:
-    """Delete what the previous analysis into `out` wrote and this one did not (a table of runs since removed
-    would otherwise sit beside the new ones as if current), then list this one's files for the next. Only files
-    named in the list are deleted: a user's own files in `out` are never touched."""
+# the folders an analysis writes into before its output becomes --out, and the old output on its way out:
+# .<out name>.analysis-<pid>.tmp / .<out name>.old-<pid>.tmp beside --out (.analysis-<pid>.tmp inside it, see staged)
+STAGING = re.compile(r"^\.(?:(?P<name>.+)\.)?(?P<kind>analysis|old)-(?P<pid>\d+)\.tmp$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def remove_stale_staging(folder: Path, name: str | None) -> None:
+    """Delete the staging folders of analyses into `name` (None: inside --out) that were killed (SIGKILL, power cut):
+    they hold only what that analysis wrote."""
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        m = STAGING.match(entry.name)
+        if m and m.group("name") == name and entry.is_dir() and not _alive(int(m.group("pid"))):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def listed(out: Path) -> set[str]:
+    """The files the previous analysis into `out` wrote (its MANIFEST), empty if none."""
     manifest = out / MANIFEST
-    before = set(manifest.read_text().splitlines()) if manifest.exists() else set()
-    now = {p.name for p in written}
-    for name in sorted(before - now):
-        (out / name).unlink(missing_ok=True)
-    manifest.write_text("".join(f"{name}\n" for name in sorted(now)))
-    return len(before - now)
+    return set(manifest.read_text().splitlines()) if manifest.is_file() else set()
+
+
+@contextmanager
+def staged(out: Path):
+    """`with staged(out) as (staging, publish):` write everything into `staging`, then `publish(written)` makes it
+    --out and returns how many files of the previous analysis are gone (stale: a table of runs since removed).
+
+    An analysis killed, interrupted or out of disk must not leave a half-written --out, which the next analysis
+    refuses (files but no MANIFEST list), nor new tables beside old figures on a re-analysis. So the output is
+    written into a new folder beside --out and swapped in by renames (with Ctrl-C and SIGTERM held for their
+    microseconds): the old output renamed away, the new one renamed to --out, the old one deleted. A user's own
+    files in the old --out (not in its MANIFEST) are moved into the new one first; only the previous analysis's files
+    are dropped. Where --out cannot be renamed away (it holds the current directory, or its parent is not writable)
+    the folder is inside --out and its files are moved up one by one. On failure the staging folder (and any folder
+    made for it) is removed: --out is as it was."""
+    out = Path(out)
+    real = out.resolve() if out.is_symlink() else out.absolute()
+    cwd = Path.cwd().resolve()
+    beside = not (cwd == real.resolve() or real.resolve() in cwd.parents)
+    made = []
+    d = real.parent if beside else real
+    while not d.exists():
+        made.append(d)
+        d = d.parent
+    beside = beside and os.access(d if made else real.parent, os.W_OK | os.X_OK)
+    for folder in reversed(made):
+        folder.mkdir()
+    if not beside and not real.exists():
+        real.mkdir()
+        made.insert(0, real)
+    remove_stale_staging(real.parent if beside else real, real.name if beside else None)
+    pid = os.getpid()
+    staging = real.parent / f".{real.name}.analysis-{pid}.tmp" if beside else real / f".analysis-{pid}.tmp"
+    staging.mkdir()
+    done = []
+
+    def publish(written: list[Path]) -> int:
+        before, now = listed(real), {p.name for p in written}
+        (staging / MANIFEST).write_text("".join(f"{name}\n" for name in sorted(now)))
+        with signals_held():
+            if beside and real.exists():
+                for entry in real.iterdir():      # the user's own files go along with the new output
+                    if entry.name not in before | {MANIFEST} and not (staging / entry.name).exists():
+                        os.rename(entry, staging / entry.name)
+                old = real.parent / f".{real.name}.old-{pid}.tmp"
+                os.rename(real, old)
+                try:
+                    os.rename(staging, real)
+                except OSError:
+                    os.rename(old, real)          # the old output back, whole (the user's files are in staging)
+                    for entry in staging.iterdir():
+                        if entry.name not in now | {MANIFEST}:
+                            os.rename(entry, real / entry.name)
+                    raise
+            elif beside:
+                os.rename(staging, real)
+            else:
+                for name in sorted(now) + [MANIFEST]:
+                    os.replace(staging / name, real / name)
+                for name in before - now:
+                    (real / name).unlink(missing_ok=True)
+        done.append(True)
+        if beside and (real.parent / f".{real.name}.old-{pid}.tmp").exists():
+            shutil.rmtree(real.parent / f".{real.name}.old-{pid}.tmp")
+        if not beside:
+            shutil.rmtree(staging, ignore_errors=True)
+        return len(before - now)
+
+    try:
+        yield staging, publish
+    except OSError as e:        # name the file as the user knows it: under --out, not the staging folder
+        if e.filename and Path(e.filename).is_relative_to(staging) and e.errno is not None:
+            raise OSError(e.errno, e.strerror, str(out / Path(e.filename).relative_to(staging))) from None
+        raise
+    finally:
+        if not done:
+            shutil.rmtree(staging, ignore_errors=True)
+            for folder in made:                 # deepest first
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_stopped_by = [signal.SIGINT]
+
+
+@contextmanager
+def stop_signals_as_interrupt():
+    """SIGTERM and SIGHUP (`timeout`, schedulers, a closed terminal) stop the analysis as Ctrl-C does, so that its
+    staging folder is removed and --out left as it was (run.py's function of the same name; analysis imports
+    nothing of the runner). A repeat during the clean-up is ignored; an ignored signal stays ignored."""
+    def stop(signum, frame):
+        _stopped_by[0] = signum
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig, handler in before.items():
+        if handler in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def stopped_by() -> str:
+    return "" if _stopped_by[0] == signal.SIGINT else f" by {signal.Signals(_stopped_by[0]).name}"
 
 
 def check_args(args) -> str | None:
@@ -137,7 +271,7 @@ def check_args(args) -> str | None:
     if (record := enclosing_record(existing)) is not None:
         return f"--out {args.out}: inside the run record {record}; give a folder outside any run"
     out = args.out.absolute()
-    if out.is_dir() and not (out / MANIFEST).exists() and any(out.iterdir()):
+    if out.is_dir() and not (out / MANIFEST).exists() and any(not STAGING.match(p.name) for p in out.iterdir()):
         return (f"--out {args.out}: holds files that no earlier analysis wrote (no {MANIFEST} list), which this one "
                 "could overwrite; give a new or empty folder, or one an analysis wrote")
     return None
@@ -170,23 +304,41 @@ def main(argv=None) -> int:
     if not runs_list:
         print(f"error: no complete run records under {args.runs}", file=sys.stderr)
         return 1
-    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        with stop_signals_as_interrupt(), staged(args.out) as (staging, publish):
+            written = write_all(args, runs_list, problems, staging)
+            stale = publish(written)
+    except KeyboardInterrupt:
+        print(f"error: interrupted{stopped_by()}; --out {args.out} is as it was", file=sys.stderr)
+        return 128 + _stopped_by[0]
+    except OSError as e:           # a full disk, a quota, a path that cannot be written: the file and why
+        print(f"error: {e.filename or f'--out {args.out}'}: {e.strerror or e}; --out {args.out} is as it was",
+              file=sys.stderr)
+        return 1
+    print(f"{len(written)} files written to {args.out} from {len(runs_list)} runs in "
+          f"{time.perf_counter() - t0:.1f} s{f' ({stale} stale ones removed)' if stale else ''}; "
+          f"see {args.out / 'report.md'}")
+    return 0
+
+
+def write_all(args, runs_list, problems, out: Path) -> list[Path]:
+    """Every table, figure and report of the analysis, written into `out` (the staging folder); returns them."""
     runs, curves = runs_frame(runs_list), curves_frame(runs_list)
     seeds = all_savings(curves, runs)
     summary = summarize(seeds)
     written = []
     if not seeds.empty:
-        seeds.to_csv(args.out / "savings_seeds.csv", index=False)
-        summary.to_csv(args.out / "savings_summary.csv", index=False)
-        written += [args.out / "savings_seeds.csv", args.out / "savings_summary.csv"]
+        seeds.to_csv(out / "savings_seeds.csv", index=False)
+        summary.to_csv(out / "savings_summary.csv", index=False)
+        written += [out / "savings_seeds.csv", out / "savings_summary.csv"]
 
     report = [f"# Analysis of {args.runs}", "", f"{len(runs_list)} complete runs read; "
               f"{sum(p.kind in ('incomplete', 'corrupt', 'duplicate') for p in problems)} left out.", "",
               TARGET_NOTE, ""]
     checks = regime.check_all(runs)
-    (args.out / "regime.md").write_text(f"# Regime checks ({args.runs})\n\n{regime.__doc__}\n"
+    (out / "regime.md").write_text(f"# Regime checks ({args.runs})\n\n{regime.__doc__}\n"
                                         + regime.to_markdown(checks))
-    written.append(args.out / "regime.md")
+    written.append(out / "regime.md")
     print(regime.to_text(checks), end="")
     report += ["## Regime checks", "", regime.to_markdown(checks)]
     if problems:
@@ -203,7 +355,7 @@ def main(argv=None) -> int:
                 missing.append(f"{name}-{scale} (needs {NEEDS[kind]} of {task})")
                 continue
             caption = f"{caption} [{scale} scale]{regime.caption_warning(checks, task, scale)}"
-            written += write_table(df, args.out, f"{name}-{scale}", caption)
+            written += write_table(df, out, f"{name}-{scale}", caption)
             report += [markdown(df, caption), ""]
     report += ["## Savings per task", ""]
     headline = []
@@ -214,7 +366,7 @@ def main(argv=None) -> int:
             continue
         caption = (f"{task} [{scale}]: targets (scratch final per seed) {targets(seeds, task, scale)}"
                    + regime.caption_warning(checks, task, scale))
-        written += write_table(df, args.out, f"savings-{task}-{scale}", caption)
+        written += write_table(df, out, f"savings-{task}-{scale}", caption)
         report += [markdown(df, caption), ""]
         headline.append(headline_line(df, task, scale, checks))
     report += ["## Why: the grown model's recipe and copy symmetry", ""]
@@ -225,8 +377,8 @@ def main(argv=None) -> int:
                        "seed against its own scratch seed trained with the task's recipe; (n/m): seeds that reached "
                        "scratch's final of those run" + regime.caption_warning(checks, task, scale))
             df = axes.recipe_table(rows)
-            written += write_table(df, args.out, f"recipes-{task}-{scale}", caption)
-            written += axes.recipe_figure(rows, task, scale, args.out, args.formats)
+            written += write_table(df, out, f"recipes-{task}-{scale}", caption)
+            written += axes.recipe_figure(rows, task, scale, out, args.formats)
             report += [markdown(df, caption), "", f"![recipes](recipes-{task}-{scale}.png)", ""]
         points = axes.twin_points(curves, runs, task, scale)
         if not points.empty:
@@ -234,32 +386,28 @@ def main(argv=None) -> int:
                        "within 1%; models/twins.py), at step 0 → at the end, seed mean; gap: median relative distance "
                        "of the added units to their nearest unit at the end")
             df = axes.twins_table(points)
-            written += write_table(df, args.out, f"twins-{task}-{scale}", caption)
-            written += axes.twins_figure(points, task, scale, args.out, args.formats)
+            written += write_table(df, out, f"twins-{task}-{scale}", caption)
+            written += axes.twins_figure(points, task, scale, out, args.formats)
             report += [markdown(df, caption), "", f"![twins](twins-{task}-{scale}.png)", ""]
     figs = []
     for scale in scales:
         for name in figures.PAPER_FIGURES:
-            got = figures.paper_figure(curves, name, scale, args.out, args.formats)
+            got = figures.paper_figure(curves, name, scale, out, args.formats)
             figs += got
             if not got:
                 missing.append(f"{name}-{scale} (no runs for any of its panels)")
         for task, s in groups:
             if s == scale:
-                figs += figures.curve_figure(curves, task, scale, args.out, args.formats)
+                figs += figures.curve_figure(curves, task, scale, out, args.formats)
     written += figs
     report += ["## Figures", ""] + [f"- [{f.name}]({f.name})" for f in figs if f.suffix == ".png"] + [""]
     if missing:
         report += ["## Not produced (no runs for them)", ""] + [f"- {m}" for m in missing] + [""]
     print("savings (FLOPs, mean ± std over seeds; every row in savings-<task>-<scale>.md):")
     print("".join(headline), end="")
-    (args.out / "report.md").write_text("\n".join(report))
-    written.append(args.out / "report.md")
-    stale = remove_stale(args.out, written)
-    print(f"{len(written)} files written to {args.out} from {len(runs_list)} runs in "
-          f"{time.perf_counter() - t0:.1f} s{f' ({stale} stale ones removed)' if stale else ''}; "
-          f"see {args.out / 'report.md'}")
-    return 0
+    (out / "report.md").write_text("\n".join(report))
+    written.append(out / "report.md")
+    return written
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ import pandas as pd
 # Why import runs.record rather than re-implement it: it is the format's one reader, stdlib only (runs/__init__
 # is empty, so no torch is pulled in), and it owns the truncated-last-line recovery that analysis must share.
 # Nothing else from runs/, models/, methods/ or tasks/ is imported here or anywhere in analysis/.
-from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, Run, load_run, without_logging
+from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, Run, is_leftover, load_run, without_logging
 
 SEED_SUFFIX = re.compile(r"^(?P<label>.+)-s(?P<seed>\d+)$")
 SMALL_SUFFIX = ":small"
@@ -59,7 +59,7 @@ def find_run_dirs(root: Path) -> list[Path]:
     summary without config.json is a damaged record: found, so that it is reported, not silently missing."""
     found = []
     for here, dirs, files in os.walk(root):
-        dirs.sort()
+        dirs[:] = sorted(d for d in dirs if not is_leftover(d))    # a killed --overwrite's folder is no run
         if CONFIG not in files:
             if METRICS in files or SUMMARY in files:
                 found.append(Path(here))
@@ -80,15 +80,83 @@ def _looks_like_run_config(path: Path) -> bool:
 
 
 NUMERIC_FIELDS = ("step", "flops", "wall", "eval_loss", "eval_acc")
+# the JSON type each part of a record must have where it is present (None stands for JSON null, allowed where listed):
+# a hand-edited or foreign record of other types was a traceback in the middle of the analysis (a list for a dict)
+# or a number read as text; checked before anything else reads the record
+CONFIG_TYPES = {"task": (dict,), "method": (dict,), "task.name": (str,), "task.scale": (str,), "method.name": (str,),
+                "method.config": (dict, None), "seed": (int, None), "small": (dict, None), "reference": (dict, None),
+                "task.recipe": (dict, None), "task.small_recipe": (dict, None), "task.family": (str, None),
+                "task.large": (dict, None), "task.small": (dict, None), "distributed": (dict, None),
+                "strategies": (dict, None), "grown_recipe": (dict, None), "same_computation_as": (str, None)}
+NESTED_NUMBERS = {"small": ("pretrain_flops", "pretrain_wall"), "reference": ("unigram_ce", "eval_items"),
+                  "distributed": ("world_size",)}
+SUMMARY_NUMBERS = ("step", "units", "flops", "wall", "eval_loss", "eval_acc")
+
+
+def _json_type(value) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _is(value, kinds) -> bool:
+    """`value` is one of `kinds` (None: JSON null); a bool is no int, an int is a float."""
+    if value is None:
+        return None in kinds
+    if isinstance(value, bool):
+        return bool in kinds
+    return any(k is not None and (isinstance(value, k) or (k is float and isinstance(value, int))) for k in kinds)
+
+
+def _number_problem(where: str, key: str, value) -> str | None:
+    if value is not None and not (_is(value, (float,)) and math.isfinite(value)):
+        return f"{where} {key} is {value!r}, not a finite number"
+    return None
+
+
+def _types(run: Run) -> str | None:
+    """Why the record's parts are not of the JSON types the format writes, or None."""
+    if not isinstance(run.config, dict):
+        return f"config.json is {_json_type(run.config)}, not an object"
+    missing = object()
+    for key, kinds in CONFIG_TYPES.items():
+        value = run.config
+        for part in key.split("."):
+            value = value.get(part, missing) if isinstance(value, dict) else missing
+        if value is missing and None not in kinds:
+            return "config.json lacks task.name, task.scale or method.name"
+        if value is not missing and not _is(value, kinds):
+            want = " or ".join("null" if k is None else {dict: "an object", str: "a string", int: "an integer"}[k]
+                               for k in kinds)
+            return f"config.json {key} is {_json_type(value)}, not {want}"
+    if run.config.get("seed") is not None and run.config["seed"] < 0:
+        return f"config.json seed is {run.config['seed']}, not >= 0"
+    for part, keys in NESTED_NUMBERS.items():
+        for key in keys:
+            problem = _number_problem(f"config.json {part}.", key, (run.config.get(part) or {}).get(key))
+            if problem:
+                return problem.replace(". ", ".", 1)
+    task = run.config["task"]
+    families = {task.get("family"), *((task.get(s) or {}).get("family") for s in ("small", "large"))} - {None}
+    if len(families) > 1:
+        return f"config.json names more than one model family ({', '.join(sorted(map(str, families)))})"
+    for i, row in enumerate(run.metrics):
+        if not isinstance(row, dict):
+            return f"metrics.jsonl line {i + 1} is {_json_type(row)}, not an object"
+    if run.summary is not None:
+        if not isinstance(run.summary, dict):
+            return f"summary.json is {_json_type(run.summary)}, not an object"
+        for key in SUMMARY_NUMBERS:
+            problem = _number_problem("summary.json", key, run.summary.get(key))
+            if problem:
+                return problem
+    return None
 
 
 def _check(run: Run) -> str | None:
     """Why a loaded record cannot be analysed, or None."""
-    c = run.config
-    try:
-        c["task"]["name"], c["task"]["scale"], c["method"]["name"]
-    except (KeyError, TypeError):
-        return "config.json lacks task.name, task.scale or method.name"
+    typed = _types(run)
+    if typed:
+        return typed
     if not any(r.get("eval_loss") is not None or r.get("eval_acc") is not None for r in run.metrics):
         return "metrics.jsonl has no evaluation rows"
     if any("step" not in r or "flops" not in r for r in run.metrics):
@@ -107,6 +175,13 @@ def _check(run: Run) -> str | None:
     for r in run.metrics:
         if r["step"] < 0 or r["flops"] < 0:
             return f"metrics.jsonl row at step {r['step']}: a negative step or FLOPs count"
+        # a cross-entropy is never negative, an accuracy lies in [0, 1], time runs forward
+        for key, low, high in (("eval_loss", 0, math.inf), ("eval_acc", 0, 1), ("wall", 0, math.inf)):
+            if r.get(key) is not None and not low <= r[key] <= high:
+                return f"metrics.jsonl row at step {r['step']}: {key} is {r[key]!r}, outside [{low}, {high}]"
+        for key in ("twins", "twin_gap"):      # {space: number}: what models/twins.py logs
+            if key in r and r[key] is not None and _spaces(r[key]) is None and r[key] != {}:
+                return f"metrics.jsonl row at step {r['step']}: {key} is {r[key]!r}, not {{space: number}}"
         if "full_model" in r and not isinstance(r["full_model"], bool):
             return f"metrics.jsonl row at step {r['step']}: full_model is {r['full_model']!r}, not true or false"
     flops = [r["flops"] for r in run.metrics]
@@ -156,7 +231,8 @@ def load_runs(root: Path) -> tuple[list[Run], list[Problem]]:
         why = _check(run)
         if not run.complete and (why is None or not why.startswith("config")):
             # a run still fitting or training has no eval row yet either: that is incomplete, not corrupt
-            last = max((r["step"] for r in run.metrics if "step" in r), default=None)
+            last = max((r["step"] for r in run.metrics if isinstance(r, dict) and _is(r.get("step"), (int,))),
+                       default=None)
             where = "nothing logged yet" if last is None else f"last logged step {last}"
             problems.append(Problem(d, "incomplete", f"no summary.json ({where}); resume it"))
             continue
@@ -189,6 +265,13 @@ def _eval_file_problem(d: Path) -> str | None:
         return f"{EVAL_FILE} unreadable ({type(e).__name__}): its downstream scores are left out"
     if not isinstance(record, dict) or not isinstance(record.get("suites", {}), dict):
         return f"{EVAL_FILE} is not a suites record: its downstream scores are left out"
+    for suite, body in record.get("suites", {}).items():
+        where = f"{EVAL_FILE} suite {suite!r}"
+        if not isinstance(body, dict) or not isinstance(body.get("tasks") or {}, dict):
+            return f"{where} is not {{tasks: {{name: {{metrics}}}}}}: its downstream scores are left out"
+        for name, entry in (body.get("tasks") or {}).items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("metrics") or {}, dict):
+                return f"{where} task {name!r} has no metrics object: the suite's scores are left out"
     return None
 
 
@@ -274,10 +357,12 @@ def downstream_scores(run: Run) -> dict[str, float]:
     if not isinstance(record, dict) or not isinstance(record.get("suites") or {}, dict):
         return flat                   # reported by load_runs (_eval_file_problem)
     for suite, body in (record.get("suites") or {}).items():
-        if not isinstance(body, dict):
-            continue
+        tasks = body.get("tasks") or {} if isinstance(body, dict) else None
+        if not isinstance(tasks, dict) or not all(isinstance(e, dict) and isinstance(e.get("metrics") or {}, dict)
+                                                  for e in tasks.values()):
+            continue                  # reported by load_runs (_eval_file_problem)
         prefix = SUITE_PREFIX.get(suite, "")
-        for name, entry in (body.get("tasks") or {}).items():
+        for name, entry in tasks.items():
             metrics, col = entry.get("metrics") or {}, prefix + DOWNSTREAM_NAMES.get(name, name)
             if name.startswith("squad"):
                 for key, short in (("f1", "F1"), ("exact_match", "EM"), ("exact", "EM")):

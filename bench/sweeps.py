@@ -327,6 +327,8 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
     tasks.evals.EvalOptions, run.py's --set eval.KEY=VALUE), prune; returns runs by outcome."""
     seeds = seeds if seeds is not None else ([0] if scale == "paper" else [0, 1])
     from runs.experiment import OUT_ROOT, SEED_LIMIT
+    if isinstance(out, str) and not out.strip():      # Path("") is ".": the runs would land in the current directory
+        raise ValueError("--out is empty; give the root folder of the run directories")
     out = OUT_ROOT if out is None else out
     if any(not 0 <= seed < SEED_LIMIT for seed in seeds):
         raise ValueError(f"--seeds must be integers in [0, 2**63), got {' '.join(map(str, seeds))}")
@@ -338,10 +340,37 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
         eval_options = EvalOptions.parse(list(eval_settings), device=device)
     todo = plan(names, scale, seeds, only)
     check_plan(todo, Path(out), scale, common, eval_suites, eval_options)
+    at: list = []
+    if dry_run:
+        return run_plan(todo, out, scale, common, dry_run, prune_done, device, eval_suites, eval_options, log, at)
+    # two sweeps into one --out: the second waits for the first (each run's own lock would refuse it, run by run,
+    # although the first was making those very runs), then skips what the first completed
+    from runs.lock import SWEEP_LOCK, RunLock
+    lock = RunLock(Path(out), wait=True, name=SWEEP_LOCK, what="sweep output",
+                   on_wait=lambda who: log(f"waiting for {who}: it runs a sweep into {out}; complete runs are then "
+                                           "skipped"))
+    lock.acquire()
+    try:
+        return run_plan(todo, out, scale, common, dry_run, prune_done, device, eval_suites, eval_options, log, at)
+    except KeyboardInterrupt as e:     # Ctrl-C, or SIGTERM/SIGHUP (run.py stop_signals_as_interrupt)
+        if not at:
+            raise
+        said = (e.args[0] if e.args else "interrupted").split(";")[0]    # runs.preflight.RunInterrupted's
+        i, n, path = at
+        raise KeyboardInterrupt(f"{said} in {path} (run {i} of {n}); run the same command again to go on (complete "
+                                "runs are skipped, this one resumed)") from None
+    finally:
+        lock.release(remove=True)
+
+
+def run_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tuple, dry_run: bool, prune_done: bool,
+             device: str, eval_suites: list[str] | None, eval_options, log, at: list) -> dict[str, list[str]]:
+    """run_sweep's loop over the checked plan; `at` says which run it is in."""
     outcome: dict[str, list[str]] = {"done": [], "ran": [], "same computation": [], "stale": [], "unavailable": [],
                                      "failed": [], "planned": []}
     for i, (entry, seed) in enumerate(todo, 1):
         path = run_dir(Path(out), entry, scale, seed)
+        at[:] = [i, len(todo), path]             # where an interrupt stopped the sweep (run_sweep says so)
         state, where = status(path), f"[{i}/{len(todo)}] {path}"
         try:
             task, method, strategies = build(entry, scale, common)
@@ -396,7 +425,7 @@ def main(argv=None) -> int:
     p.add_argument("names", nargs="*", help="sweep names (see --list)")
     p.add_argument("--scale", default="mini", help="paper | mini | tiny (default: mini)")
     p.add_argument("--seeds", type=int, nargs="+", help="default: 0 1 (paper scale: 0)")
-    p.add_argument("--out", type=Path, help="root of the run directories (default: runs/out)")
+    p.add_argument("--out", help="root of the run directories (default: runs/out)")
     p.add_argument("--methods", nargs="+", help="only these methods")
     p.add_argument("--device", default="auto", help="auto (cuda when available) | cpu | cuda")
     p.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
@@ -429,19 +458,31 @@ def main(argv=None) -> int:
     import transformers          # (after HF_HUB_OFFLINE: it is read when transformers is imported)
     transformers.utils.logging.disable_progress_bar()   # as run.py: the runs load and save weights in this process,
     #                                                     and those bars would drown the sweep's own lines
+    from run import error_line, stop_line, stop_signals_as_interrupt, stop_status
+    from runs.lock import RunLocked
     try:
-        from run import resolve_device   # the one definition of --device (run.py at the repository root)
-        args.device = resolve_device(args.device)
-        from runs.settings import check_repeated, split_eval_settings, split_item   # one --set (run.py's too)
-        train_settings, eval_settings = split_eval_settings(args.settings, evaluate_only=False)
-        common = tuple(split_item(item) for item in train_settings)
-        check_repeated(common)
-        result = run_sweep(args.names, args.scale, args.seeds, args.out, args.methods, args.dry_run, args.prune,
-                           args.device, common, args.eval, tuple(eval_settings))
-    except (KeyError, ValueError, OSError) as e:      # OSError: a data path or --out that cannot be used
-        from run import error_line
+        with stop_signals_as_interrupt():
+            return sweep_main(args)
+    except KeyboardInterrupt as e:      # bench.sweeps.run_sweep says which run it stopped in
+        print(stop_line(e.args[0] if e.args else "interrupted before any run started; nothing was written"),
+              file=sys.stderr)
+        return stop_status()
+    except (KeyError, ValueError, OSError, RunLocked) as e:   # OSError: a data path or --out that cannot be used
         print(error_line(e), file=sys.stderr)
         return 2
+
+
+def sweep_main(args) -> int:
+    if args.out is not None and args.out.strip():
+        args.out = Path(args.out)
+    from run import resolve_device   # the one definition of --device (run.py at the repository root)
+    args.device = resolve_device(args.device)
+    from runs.settings import check_repeated, split_eval_settings, split_item   # one --set (run.py's too)
+    train_settings, eval_settings = split_eval_settings(args.settings, evaluate_only=False)
+    common = tuple(split_item(item) for item in train_settings)
+    check_repeated(common)
+    result = run_sweep(args.names, args.scale, args.seeds, args.out, args.methods, args.dry_run, args.prune,
+                       args.device, common, args.eval, tuple(eval_settings))
     print("; ".join(f"{k}: {len(v)}" for k, v in result.items() if v))
     for line in result["stale"] + result["unavailable"] + result["failed"]:
         print(f"  {line}")

@@ -411,6 +411,8 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
         distributed.barrier()              # every rank has read what it needed before rank 0 writes
         writer = (RunWriter(out, config, resume=resuming, overwrite=mode != "new" and not resuming, report_to=report_to)
                   if distributed.is_main() else distributed.SilentWriter(out))
+        if getattr(writer, "kept", None):     # --overwrite deletes only what a run writes (runs.record.clear_run)
+            log(f"--overwrite: the old run's files replaced; kept what it did not write: {', '.join(writer.kept)}")
         ledger = FlopsLedger()
         torch.manual_seed(seed)
         if checkpoint is None:

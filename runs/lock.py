@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 LOCK = ".lock"
+SWEEP_LOCK = ".sweep.lock"     # bench/sweeps.py: one sweep at a time writes into an --out
 
 
 class RunLocked(RuntimeError):
@@ -41,10 +42,14 @@ def created_parents(directory: Path) -> list[Path]:
 
 class RunLock:
     """`with RunLock(dir):` takes the directory (creating it); raises RunLocked naming the holder, or with
-    `wait=True` waits for it (`on_wait(holder)` is called once first)."""
+    `wait=True` waits for it (`on_wait(holder)` is called once first). `name`: the lock file's (a sweep locks its
+    root under SWEEP_LOCK, so that the root is never mistaken for a run's directory); `what`: the words for the
+    refusal ("run directory", "sweep output")."""
 
-    def __init__(self, directory: Path, wait: bool = False, on_wait=None):
-        self.dir, self.path, self.wait, self.on_wait = Path(directory), Path(directory) / LOCK, wait, on_wait
+    def __init__(self, directory: Path, wait: bool = False, on_wait=None, name: str = LOCK,
+                 what: str = "run directory"):
+        self.dir, self.path, self.wait, self.on_wait = Path(directory), Path(directory) / name, wait, on_wait
+        self.what = what
         self.fd: int | None = None
         self.created: list[Path] = []
         self.before: bytes | None = None       # the lock file's content before us (None: we created it)
@@ -67,7 +72,7 @@ class RunLock:
             except BlockingIOError:
                 if not self.wait:
                     os.close(fd)
-                    raise RunLocked(f"run directory {self.dir} is in use by {holder(self.path)}; wait for it to "
+                    raise RunLocked(f"{self.what} {self.dir} is in use by {holder(self.path)}; wait for it to "
                                     "finish or choose another --out") from None
                 if not told and self.on_wait is not None:
                     self.on_wait(holder(self.path))
@@ -86,21 +91,23 @@ class RunLock:
                              f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n".encode())
                 return self
             os.close(fd)
-        raise RunLocked(f"run directory {self.dir}: could not take its lock {self.path}")
+        raise RunLocked(f"{self.what} {self.dir}: could not take its lock {self.path}")
 
-    def release(self, undo: bool = False) -> None:
+    def release(self, undo: bool = False, remove: bool = False) -> None:
         """Let go. `undo`: nothing was written here, so leave the directory as it was: the lock file's old
         content back, or the file and the directories acquire() created removed (while still holding the
-        lock, so no other process can have taken it in between)."""
+        lock, so no other process can have taken it in between). `remove`: remove the lock file (still holding
+        it; a process waiting on it sees the file replaced and takes a new one, see acquire), leaving no trace in
+        a folder that outlives the lock (a sweep's root)."""
         if self.fd is None:
             return
         try:
-            if undo and self.before is not None:
+            if undo and self.before is not None and not remove:
                 os.ftruncate(self.fd, 0)
                 os.pwrite(self.fd, self.before, 0)
-            elif undo:
+            elif undo or remove:
                 self.path.unlink(missing_ok=True)
-                for d in self.created:           # deepest first; one that now holds something stays
+                for d in self.created if undo else ():     # deepest first; one that now holds something stays
                     try:
                         d.rmdir()
                     except OSError:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,13 +45,51 @@ def logged_alike(task: dict | None) -> dict | None:
     return {**task, "recipe": without_logging(task["recipe"])}
 
 
+TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")    # atomic_path's: .<name>.<pid>.tmp
+TRASH = ".cleared-"       # clear_run's folder of a run's files on their way out (.cleared-<pid>)
+TRASH_DIR = re.compile(rf"^(?P<name>{re.escape(TRASH)})(?P<pid>\d+)$")
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:          # EPERM: it exists, under another user
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: Path, name: str | None = None) -> list[Path]:
+    """Delete atomic_path's temporaries in `directory` (of `name` only, if given; else clear_run's folders too)
+    whose writer is dead: a process killed mid-write (SIGKILL, power cut, OOM) cannot remove its own, and a
+    checkpoint's would stay for good. A live writer's (another process on this host, or ours) is left alone.
+    Returns what was deleted."""
+    gone = []
+    try:
+        entries = list(Path(directory).iterdir())
+    except OSError:
+        return gone
+    for entry in entries:
+        m = TEMPORARY.match(entry.name) or (TRASH_DIR.match(entry.name) if name is None else None)
+        if m and (name is None or m.group("name") == name) and not process_alive(int(m.group("pid"))):
+            try:
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+                gone.append(entry)
+            except FileNotFoundError:
+                pass
+    return gone
+
+
 @contextmanager
 def atomic_path(path: Path):
     """`with atomic_path(p) as tmp:` write `tmp`; on leaving it is fsynced and renamed to `p`, so readers see
     the old file or the new one, never half. The temporary name carries the pid (two processes never write
-    into one temporary file) and is removed when writing fails (disk full, Ctrl-C)."""
+    into one temporary file) and is removed when writing fails (disk full, Ctrl-C); one left by a writer that was
+    killed is removed by the next write of the same file (remove_stale_temporaries)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    remove_stale_temporaries(path.parent, path.name)
     try:
         yield tmp
         fd = os.open(tmp, os.O_RDONLY)
@@ -118,16 +158,63 @@ def enclosing_record(path: Path) -> Path | None:
     return next((f for f in (path, *path.parents) if (f / CONFIG).is_file() and (f / METRICS).is_file()), None)
 
 
-def clear_run(directory: Path) -> None:
-    """Remove everything a run wrote in its directory (records, checkpoint, model/, eval.json, a method's
-    artifacts), keeping only the lock: --overwrite must not leave an old run's files beside the new one's."""
-    for entry in Path(directory).iterdir():
-        if entry.name == LOCK:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+CHECKPOINT_FILE, MODEL_DIR = "checkpoint.pt", "model"     # runs/trainer.py's CHECKPOINT; the exported model
+# what methods.base.GrowthMethod.artifacts() of the shipped methods and strategies save beside the record (LiGO's
+# operator and fit curve, a growth report, staged training's report): tests/test_faults.py checks the list is whole
+ARTIFACTS = ("growth.json", "ligo_fit.json", "ligo_operator.pt", "staged.json")
+# everything a run writes in its directory, in the order clear_run takes it away: summary.json first (the record
+# then reads as incomplete), config.json last (until then it is still a record, which --overwrite or --resume
+# takes up again)
+RUN_ENTRIES = (SUMMARY, CHECKPOINT_FILE, MODEL_DIR, EVAL_FILE, *ARTIFACTS, METRICS, CONFIG)
+
+
+def is_leftover(name: str) -> bool:
+    """What a writer killed mid-way leaves in a run directory, never a run's or a user's file: clear_run's folder
+    (`.cleared-<pid>`) or a temporary of a run's file (`.checkpoint.pt.<pid>.tmp`). Readers ignore them; the next
+    writer removes them (remove_stale_temporaries)."""
+    m = TEMPORARY.match(name)
+    return bool(TRASH_DIR.match(name) or (m and m.group("name") in RUN_ENTRIES))
+
+
+@contextmanager
+def signals_held():
+    """Ctrl-C, SIGTERM and SIGHUP wait until the block is left (then arrive as usual): a few renames that must
+    happen together do. Outside the main thread (where Python runs no handler anyway) nothing is held."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def clear_run(directory: Path) -> list[str]:
+    """Remove what a run wrote in its directory (RUN_ENTRIES: record, checkpoint, model/, eval.json, a method's
+    artifacts, and temporaries of them) and nothing else: --overwrite must not leave an old run's files beside the
+    new one's, nor delete what the run did not write (a user's notes, a run nested inside). Returns the names left
+    (the lock aside; a folder with a trailing /), for the caller to say so.
+
+    Interruptible without harm: the run's entries are first renamed into a `.cleared-<pid>` folder, all at once
+    with signals held (config.json last, so that even a SIGKILL between two renames leaves an incomplete record,
+    not files without a config), and only then deleted; a folder a killed deletion left is deleted by the next
+    clear_run and ignored by the record's readers (runs.preflight.inspect_out, analysis)."""
+    d = Path(directory)
+    remove_stale_temporaries(d)               # an earlier clear_run's folder, if it was killed
+    temporaries = [e.name for e in d.iterdir() if TEMPORARY.match(e.name) and is_leftover(e.name)]
+    mine = [n for n in RUN_ENTRIES if os.path.lexists(d / n)] + temporaries
+    trash = d / f"{TRASH}{os.getpid()}"
+    if trash.is_dir():                        # this process's own, from a clear_run interrupted before
+        shutil.rmtree(trash)
+    with signals_held():
+        trash.mkdir()
+        for name in mine:
+            os.rename(d / name, trash / name)
+    shutil.rmtree(trash)
+    return sorted(e.name + ("/" if e.is_dir() else "") for e in d.iterdir() if e.name != LOCK)
 
 
 class RunExistsError(FileExistsError):
@@ -144,8 +231,9 @@ class RunWriter:
             raise RunExistsError(f"run directory {self.dir} already holds a run; pass --resume to continue it "
                                  "or --overwrite to replace it")
         self.dir.mkdir(parents=True, exist_ok=True)
-        if overwrite:
-            clear_run(self.dir)
+        remove_stale_temporaries(self.dir)        # a killed process's half-written checkpoint or deletion
+        # what --overwrite left in place (not the old run's: a user's notes, a run nested inside), for the caller to say
+        self.kept = clear_run(self.dir) if overwrite else []
         if not resume or not (self.dir / CONFIG).exists():
             write_json_atomic(self.dir / CONFIG, config)
         self._metrics = open(self.dir / METRICS, "a")
