@@ -209,3 +209,15 @@ def test_mixing_applies_to_the_in_memory_sources_too():
     assert plain["labels"].dtype == torch.long and mixed["labels"].shape == (16, 10)
     assert torch.allclose(mixed["labels"].sum(-1), torch.ones(16))
     assert not torch.equal(mixed["pixel_values"], plain["pixel_values"])
+
+
+def test_randaugment_at_full_magnitude_posterizes_to_black_instead_of_stopping_the_run(image_folder):
+    """DeiT's RandAugment reaches magnitude 10 (N(9, 0.5), clipped), where timm's increasing posterize keeps 0 bits:
+    Pillow made that a black image when DeiT was trained, the Pillow installed here raises. At m10 every posterize
+    draw keeps 0 bits: batches are made, and the op gives a black image."""
+    data = deit_task(image_folder, auto_augment="rand-m10-inc1").pretrain_data()
+    for step in range(12):                              # 96 images, ~6 of them posterized at 0 bits
+        assert torch.isfinite(data.train_batch(step, 8, seed=0)["pixel_values"]).all()
+    ops = [op for t in data.transforms["train"].transforms for op in getattr(t, "ops", ()) if "Posterize" in op.name]
+    image = Image.fromarray(np.full((8, 8, 3), 200, dtype=np.uint8))
+    assert ops and all(np.asarray(op.aug_fn(image, 0)).max() == 0 for op in ops)

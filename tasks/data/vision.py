@@ -70,9 +70,12 @@ def repeated_indices(n: int, step: int, batch_size: int, seed: int, repeats: int
     """DeiT's repeated augmentation (samplers.RASampler) as one index stream: epoch e walks the permutation of
     (seed, e) with each index repeated `repeats` times in a row, cut to the epoch length DeiT keeps
     (RA_EPOCH_MULTIPLE). The copies of an image sit side by side, so they land in one batch, each with its own
-    augmentation (every image is seeded apart, ImageNetData.make_batch). DeiT deals the same stream out across its
-    GPUs (copies on neighbouring ranks, one global batch); here one process reads it whole, and under several
-    processes each micro-batch keeps its copies (runs/distributed.micro_index hands out whole micro-batches)."""
+    augmentation (every image is seeded apart, ImageNetData.make_batch). What differs from DeiT's multi-GPU sampler:
+    DeiT deals this stream out round-robin over its GPUs, so an image's copies sit on neighbouring ranks in one
+    global step, while here a (micro-)batch is a run of consecutive positions, so the copies share a micro-batch
+    (one straddles two when the batch size is not a multiple of `repeats`); each epoch's permutation is seeded by
+    (seed, epoch), DeiT's by the epoch alone; DeiT pads the stream to a multiple of its GPU count, which one stream
+    does not need. Which images an epoch shows, how often, and the epoch's length are DeiT's."""
     if n <= 0:
         raise ValueError("training split is empty")
     epoch_len = n // RA_EPOCH_MULTIPLE * RA_EPOCH_MULTIPLE or n
@@ -160,6 +163,32 @@ def check_augmentation(source: str, augment: dict, key: str = "") -> None:
         except Exception as e:      # timm's parser raises several kinds (AssertionError, KeyError, ValueError)
             raise ValueError(f"{key}auto_augment={augment['auto_augment']} is not a policy timm knows "
                              f"({type(e).__name__}: {e}); e.g. rand-m9-mstd0.5-inc1 (DeiT's)") from None
+
+
+class PosterizeKeepingZeroBits:
+    """timm's posterize op, also at 0 bits kept: what Pillow gave when DeiT was trained (every bit cleared, a black
+    image) where the Pillow installed here (13) raises ValueError. DeiT's RandAugment (rand-m9-mstd0.5-inc1) asks for 0
+    bits whenever its magnitude, drawn from N(9, 0.5), reaches 10 on a posterize op: about one image in 700, so most
+    paper-scale batches of 1,024 would stop the run. A module-level class, so a DataLoader can pickle it."""
+
+    def __init__(self, posterize):
+        self.posterize = posterize
+
+    def __call__(self, img, bits_to_keep, **kwargs):
+        if bits_to_keep <= 0:
+            return img.point(lambda _: 0)
+        return self.posterize(img, bits_to_keep, **kwargs)
+
+
+def posterize_keeping_zero_bits(transform):
+    """`transform` (a timm training Compose) with every posterize op of its auto-augment wrapped (see above)."""
+    from timm.data import auto_augment
+    for t in getattr(transform, "transforms", ()):
+        ops = list(getattr(t, "ops", ())) + [op for sub in getattr(t, "policy", ()) for op in sub]   # Rand/AutoAugment
+        for op in ops:
+            if getattr(op, "aug_fn", None) is auto_augment.posterize:
+                op.aug_fn = PosterizeKeepingZeroBits(op.aug_fn)
+    return transform
 
 
 class TensorImageData(ImagePretrainData):
@@ -272,7 +301,7 @@ class ImageNetData(ImagePretrainData):
             train = create_transform(self.image_size, is_training=True, auto_augment=a["auto_augment"] or None,
                                      color_jitter=a["color_jitter"], interpolation=a["train_interpolation"],
                                      re_prob=a["re_prob"], re_mode=a["re_mode"], re_count=a["re_count"])
-            self.transforms = {**self.transforms, "train": train}
+            self.transforms = {**self.transforms, "train": posterize_keeping_zero_bits(train)}
 
     def make_batch(self, split: str, indices: np.ndarray, rng_seed: int) -> dict[str, torch.Tensor]:
         # the random transforms draw from the global RNGs: each image is seeded from (batch seed, its position), inside
