@@ -167,6 +167,24 @@ def main(argv=None) -> int:
         return stop_status()
 
 
+def check_paths(args) -> None:
+    """Paths a run records, refused before anything is written: one that is not UTF-8 (the record is UTF-8 JSON: it
+    trained the whole run and then failed), and an --out inside another run's record (its files would mix with that
+    run's, and the analysis and the sweeps, which never look inside a run, would not see this one)."""
+    from pathlib import Path
+
+    from runs.record import enclosing_record
+    for flag, path in (("--out", args.out), ("--small", args.small)):
+        try:
+            (path or "").encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{flag} {ascii(path)} is not valid UTF-8 (run records are UTF-8 JSON); give a UTF-8 "
+                             "path") from None
+    inside = enclosing_record(Path(args.out).absolute().parent) if args.out else None
+    if inside is not None:
+        raise ValueError(f"--out {args.out} is inside the run record {inside}; give a directory outside any run")
+
+
 def train_main(args) -> int:
     from runs.lock import RunLocked
     from runs.trainer import NonFiniteLoss
@@ -175,6 +193,7 @@ def train_main(args) -> int:
             raise ValueError("--method and --task are required (see --list)")
         if args.out is not None and not args.out.strip():
             raise ValueError("--out is empty; give a run directory")
+        check_paths(args)
         import torch
         import transformers
         transformers.utils.logging.disable_progress_bar()   # weight loading/saving bars would drown the run's own

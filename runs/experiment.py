@@ -240,10 +240,44 @@ def check_seed(seed) -> None:
         raise ValueError(f"--seed must be an integer in [0, 2**63), got {seed}")
 
 
+def least_parameters(spec) -> int:
+    """A lower bound on a model's parameter count, from its sizes alone (no module is built): the token, position
+    (or patch-grid) and class embeddings, and per block two hidden x hidden attention projections (query, output)
+    and two hidden x ffn FFN matrices; every family has at least these."""
+    grid = (spec.image_size // spec.patch_size) ** 2 if spec.patch_size else 0
+    embeddings = spec.hidden * (spec.vocab + spec.positions + grid + spec.classes)
+    return embeddings + (spec.layers + spec.class_layers) * 2 * spec.hidden * (spec.hidden + spec.ffn)
+
+
+def host_memory() -> int:
+    """This machine's physical memory in bytes (every model is built on the host first, in float32); 1 TiB where the
+    system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 2 ** 40
+
+
+def check_sizes(task) -> None:
+    """Refuse, in one line and before anything is written, a model whose float32 weights alone cannot fit in this
+    machine's memory (a vocabulary of 1e12 aborted inside the tokenizer's Rust code; 1e8 layers ran out of memory
+    after the record was written). A lower bound (least_parameters): a model it lets through may still not fit."""
+    memory = host_memory()
+    for which in ("small", "large"):
+        spec = getattr(task, which)
+        need = 4 * least_parameters(spec)
+        if need > memory:
+            raise ValueError(f"the {which} model ({spec.short()}) needs at least {need:.3g} bytes for its float32 "
+                             f"weights alone, more than this machine's {memory / 2 ** 30:.0f} GiB of memory; give "
+                             f"smaller {which}.* sizes")
+
+
 def check_inputs(task, method: GrowthMethod, seed: int, small: Path | None) -> None:
-    """Everything about the input that can be checked before a file is written: the seed, the method's own
-    constraints on the recipe (its stages) and on the pair, the data path, the --small directory, the small-model cache."""
+    """Everything about the input that can be checked before a file is written: the seed, the models' sizes, the
+    method's own constraints on the recipe (its stages) and on the pair, the data path, the --small directory, the
+    small-model cache."""
     check_seed(seed)
+    check_sizes(task)
     method.stages(task, task.recipe.steps)      # e.g. MSLT's one step per stage at least
     method.check_pair(task)                     # e.g. G_stack's whole-model stacks, GQA group sizes
     task.check_data()
@@ -279,6 +313,31 @@ def truncate_metrics(out: Path, step: int) -> list[dict]:
     with atomic_path(path) as tmp:
         tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
     return rows
+
+
+# what --resume reads of a record's config.json, and the JSON types it must have there (None: may be absent or null)
+RECORD_TYPES = {("seed",): int, ("task",): dict, ("task", "name"): str, ("task", "recipe"): dict, ("method",): dict,
+                ("method", "name"): str, ("method", "config"): dict, ("strategies",): (dict, None),
+                ("distributed",): (dict, None), ("small",): (dict, None)}
+JSON_NAMES = {dict: "an object", list: "an array", str: "a string", int: "an integer", float: "a number",
+              bool: "true or false", type(None): "null"}
+
+
+def check_record_types(path: Path, config: dict) -> None:
+    """Refuse, in one line, a config.json whose fields --resume compares have the wrong JSON types (an edited or
+    foreign record: `distributed` an array was an AttributeError traceback, `seed` "0" read 'seed 0, not 0')."""
+    for keys, expected in RECORD_TYPES.items():
+        value = config
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        allowed = expected if isinstance(expected, tuple) else (expected,)
+        if (value is None and None in allowed) or (isinstance(value, tuple(t for t in allowed if t is not None))
+                                                   and not (isinstance(value, bool) and bool not in allowed)):
+            continue
+        wanted = " or ".join(JSON_NAMES[type(None) if t is None else t] for t in allowed)
+        raise CannotResume(f"{path}: {'.'.join(keys)} is {JSON_NAMES.get(type(value), type(value).__name__)} "
+                           f"({json.dumps(value)[:40]}), not {wanted}: a damaged record; restore it, or start over "
+                           "with --overwrite")
 
 
 def logged_steps(recipe, total: int) -> tuple[list[int], list[int]]:
@@ -374,6 +433,7 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
     seen = record_state(out)
     mode, old = inspect_out(out, resume, overwrite)
     if mode == "resume":
+        check_record_types(out / CONFIG, old)
         check_resumable(out, old, config, small_identity(task, seed, small) if method.needs_small else None)
         if (out / SUMMARY).exists():
             log(f"{out} is already complete; nothing to resume")

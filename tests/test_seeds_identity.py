@@ -132,3 +132,49 @@ def test_resume_refuses_a_checkpoint_older_than_the_record_and_notes_one_without
     assert run.main([*SCRATCH, "--out", str(out), "--resume"]) == 0
     assert "predates checkpoints that name their run" in capsys.readouterr().err
     assert load_run(out).summary["step"] == 8
+
+
+# -- paths, sizes and records refused before anything is written ---------------------------------------------
+def test_out_inside_another_run_is_refused(tmp_path, capsys):
+    record = tmp_path / "run"
+    record.mkdir()
+    for name in ("config.json", "metrics.jsonl"):      # what makes a directory a run record (enclosing_record)
+        (record / name).write_text("{}\n")
+    for nested in (record / "mine", record / "model" / "mine"):
+        refused([*SCRATCH, "--out", str(nested)], f"is inside the run record {record}", tmp_path, capsys)
+
+
+def test_out_that_is_not_utf8_is_refused(tmp_path, capsys):
+    bad = str(tmp_path) + "/run-\udcff"            # how Python hands over argv bytes that are not UTF-8
+    refused([*SCRATCH, "--out", bad], "is not valid UTF-8", tmp_path, capsys)
+
+
+@pytest.mark.parametrize("sizes,needle", [
+    (["large.layers=100000000"], "the large model (bert 100000000L/96H"),        # out of memory, after the record
+    (["large.vocab=1000000000000", "small.vocab=1000000000000"],                 # aborted in the tokenizer's Rust
+     "needs at least 2.56e+14 bytes for its float32 weights alone, more than this machine's"),
+])
+def test_absurd_sizes_are_refused_before_anything_is_written(sizes, needle, tmp_path, capsys):
+    settings = [a for s in sizes for a in ("--set", s)]
+    refused([*SCRATCH, *settings, "--out", str(tmp_path / "run")], needle, tmp_path, capsys)
+
+
+@pytest.fixture(scope="module")
+def interrupted_record(tmp_path_factory):
+    return killed_after_its_last_checkpoint(tmp_path_factory.mktemp("types") / "run")
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda c: c.update(distributed=[1]), "distributed is an array ([1]), not an object or null"),   # a traceback
+    (lambda c: c.update(seed="0"), 'seed is a string ("0"), not an integer'),           # read 'seed 0, not 0'
+    (lambda c: c["method"].update(config=[]), "method.config is an array"),
+    (lambda c: c.update(small=3), "small is an integer (3), not an object or null"),
+])
+def test_resume_refuses_a_config_of_the_wrong_json_types(edit, needle, interrupted_record, tmp_path, capsys):
+    import shutil
+    out = tmp_path / "run"
+    shutil.copytree(interrupted_record, out)
+    config = json.loads((out / "config.json").read_text())
+    edit(config)
+    (out / "config.json").write_text(json.dumps(config))
+    refused([*SCRATCH, "--out", str(out), "--resume"], needle, out, capsys)
