@@ -134,6 +134,9 @@ def main(argv=None) -> int:
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.compile the training forward (default: on with a GPU, off on the CPU, where compiling "
                         "costs more than it saves on short runs)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="DataLoader processes making the training batches (default: 0 on the CPU, where batches are "
+                        "made inline; the process's cores, at most 16, with a GPU); batches are the same either way")
     p.add_argument("--fsdp", action="store_true", help="under torchrun: shard weights, gradients and optimizer "
                    "state over the processes (FSDP2) instead of replicating them (DDP, the default)")
     p.add_argument("--list", action="store_true", help="list methods and tasks; with --method NAME, that method's "
@@ -223,6 +226,8 @@ def train_main(args) -> int:
         args.device = resolve_device(args.device)
         if args.compile is None:
             args.compile = args.device.startswith("cuda")
+        from tasks.data.loader import check_loader_args
+        check_loader_args(args.workers, None, False)
         if args.resume and args.overwrite:
             raise ValueError("--resume and --overwrite contradict each other; give one")
         method = get_method(args.method, task=task, **method_options)
@@ -252,7 +257,7 @@ def train_main(args) -> int:
                              resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
                              log=lambda msg: print(msg, file=sys.stderr) if distributed.is_main() else None,
                              strategies=strategies, parallel="fsdp" if args.fsdp else "ddp", compile=args.compile,
-                             report_to=args.report_to)
+                             report_to=args.report_to, workers=args.workers)
         if not distributed.is_main():            # rank 0 reports (and evaluates downstream)
             return 0
     except (KeyError, ValueError, RunLocked) as e:
@@ -302,6 +307,7 @@ def evaluate_main(args) -> int:
                                              ("--small", args.small), ("--resume", args.resume),
                                              ("--overwrite", args.overwrite), ("--fsdp", args.fsdp),
                                              ("--compile", args.compile is not None),
+                                             ("--workers", args.workers is not None),
                                              ("--report-to", args.report_to != "none")) if given]
         if training:
             raise ValueError(f"--evaluate RUN_DIR writes into RUN_DIR/eval.json and trains nothing: drop "

@@ -269,7 +269,7 @@ def train(task, method, strategies, path: Path, seed: int, device: str, resume: 
     from runs.experiment import run_experiment
     extra = {"strategies": strategies} if strategies is not None else {}
     run_experiment(task, method, seed=seed, device=device, out=path, resume=resume, progress=False,
-                   log=lambda msg: log(f"    {msg}"), **extra)
+                   eval_lines=True, log=lambda msg: log(f"    {msg}"), **extra)
 
 
 def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tuple,

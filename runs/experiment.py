@@ -397,11 +397,13 @@ def _some(steps: list[int]) -> str:
 def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", out: Path | None = None,
                    small: Path | None = None, resume: bool = False, overwrite: bool = False,
                    progress: bool = True, log=print, strategies: Strategies | None = None, parallel: str = "ddp",
-                   compile: bool = False, locked: bool = False,
+                   compile: bool = False, locked: bool = False, eval_lines: bool = False, workers: int | None = None,
                    report_to: tuple[str, ...] | str = ()) -> Path:
     """Under torchrun every rank calls this with the same arguments (runs/distributed.py); rank 0 alone writes.
     `parallel`: "ddp" or "fsdp" (with several processes); `compile`: torch.compile the training forward;
-    `locked`: the caller holds the directory's lock already (resolve_small). Bad input is refused before
+    `locked`: the caller holds the directory's lock already (resolve_small); `eval_lines`: a line through `log` at
+    every evaluation (loss, lr, speed), for callers without a progress bar (sweeps); `workers`: DataLoader processes
+    for the training batches (runs.trainer.train). Bad input is refused before
     anything is written; the directory is locked (runs/lock.py) from then until the run ends.
     `report_to`: trackers that receive every logged row beside metrics.jsonl (runs/tracking.py: tensorboard, wandb)."""
     report_to = parse_report_to(report_to)
@@ -509,7 +511,8 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
             large = method.resume_model(small_model, task, stage)
         result = train(large, task, method, data, ledger, writer, seed=seed, device=device,
                        resume_from=checkpoint, progress=progress, strategies=strategies, parallel=parallel,
-                       compile=compile, start_wall=start_wall)
+                       compile=compile, start_wall=start_wall, log=log if eval_lines else None,
+                       workers=workers)
         _save_artifacts(out, method)   # again: some appear during training (staged training's depth step)
         final = distributed.plain_model(result["model"], family)     # under FSDP: gathered (on every rank)
         if distributed.is_main():

@@ -31,6 +31,7 @@ from runs.ledger import FlopsLedger
 from runs.record import RunWriter, save_atomic
 from runs.strategies import BlockRunner, Strategies
 from tasks.data import derive_seed
+from tasks.data.loader import train_loader
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -211,12 +212,13 @@ def warm_up(call, model, family, data, recipe, seed: int, device) -> None:
 def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: RunWriter, *, seed: int,
           device: torch.device, resume_from: dict | None = None, progress: bool = True,
           strategies: Strategies | None = None, parallel: str = "ddp", compile: bool = False,
-          start_wall: float = 0.0, log=None) -> dict:
+          start_wall: float = 0.0, log=None, workers: int | None = None) -> dict:
     """Train `model` on `task`'s recipe; returns the final metrics row. Logs to `writer`, checkpoints beside it.
     `strategies`: layer and token dropping, applied to every training forward (runs/strategies.py).
     Under torchrun every rank calls this (runs/distributed.py): `parallel` "ddp" or "fsdp"; `compile`:
     torch.compile the forward. `log`: where a line goes at every evaluation (train loss, lr, speed, eval loss), for
-    runs without a progress bar (sweeps); None: none."""
+    runs without a progress bar (sweeps); None: none. `workers`: DataLoader processes making the batches (None: 0
+    on the CPU, the cores on a GPU; tasks/data/loader.default_workers)."""
     recipe, family = task.recipe, get_family(task.family)
     runner = BlockRunner(family, strategies, seed)
     stages = method.stages(task, recipe.steps)
@@ -259,6 +261,11 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
                desc=f"{method.name}:{task.name}", dynamic_ncols=True, leave=True, mininterval=1.0, unit="step")
     last, running = {}, []
     speed = Speedometer(data.unit, device, state, ledger.total)
+    # the micro-batches from here to the end, made by DataLoader workers on a GPU (inline, in order, with 0 workers,
+    # the CPU default): the same batches in the same order either way (tasks/data/loader.py)
+    batches = iter(train_loader(data, recipe.batch_size, seed, start_step=state.step, total_steps=total,
+                                grad_accum=recipe.grad_accum, index_fn=distributed.micro_index, device=device,
+                                workers=workers))
     while state.step < total:
         index, current = stage_at(stages, state.step)
         if index != stage_index:               # a new stage: maybe a new model, new frozen set, new optimizer
@@ -281,9 +288,8 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
         # seeds its own, and the run's RNG stream (used at stage boundaries) is left as it was
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             for micro in range(recipe.grad_accum):
-                index = distributed.micro_index(state.step, micro, recipe.grad_accum)
+                index, cpu_batch = next(batches)
                 seed_dropout(derive_seed(seed, index, 3), device)
-                cpu_batch = data.train_batch(index, recipe.batch_size, seed)
                 head_tokens = family.head_tokens(cpu_batch)
                 batch = to_device(cpu_batch, device)
                 with distributed.accumulating(call, last=micro == recipe.grad_accum - 1):

@@ -137,3 +137,26 @@ def test_pipeline_benchmark_refuses_bad_input_in_one_line(args, needle, tmp_path
         main([*args, "--out", str(out)])
     err = capsys.readouterr().err.strip()
     assert exit_.value.code == 2 and needle in err and "\n" not in err and not out.exists()
+
+
+def test_a_run_trains_the_same_numbers_with_workers(tmp_path):
+    """run.py --workers 2 (batches made by two forked DataLoader processes) trains exactly what the inline default
+    trains: every metrics number equal, wall time aside."""
+    import run
+    from runs.record import load_run
+    args = ["--method", "net2net", "--task", "bert_small_base", "--scale", "tiny", "--quiet", "--steps", "4",
+            "--set", "log_every=1"]
+    assert run.main([*args, "--out", str(tmp_path / "inline")]) == 0
+    assert run.main([*args, "--out", str(tmp_path / "workers"), "--workers", "2"]) == 0
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "wall"} for r in rows]  # noqa: E731
+    inline, workers = load_run(tmp_path / "inline").metrics, load_run(tmp_path / "workers").metrics
+    assert len(inline) == 5 and strip(inline) == strip(workers)       # step 0 and steps 1-4
+
+
+def test_run_py_refuses_negative_workers(tmp_path, capsys):
+    import run
+    out = tmp_path / "run"
+    assert run.main(["--method", "scratch", "--task", "bert_small_base", "--scale", "tiny", "--quiet",
+                     "--out", str(out), "--workers", "-1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "workers must be an integer >= 0" in err and not out.exists()
