@@ -184,6 +184,9 @@ def _check(run: Run) -> str | None:
                 return f"metrics.jsonl row at step {r['step']}: {key} is {r[key]!r}, not {{space: number}}"
         if "full_model" in r and not isinstance(r["full_model"], bool):
             return f"metrics.jsonl row at step {r['step']}: full_model is {r['full_model']!r}, not true or false"
+    gap = _missing_step(run, steps)
+    if gap is not None:
+        return f"metrics.jsonl lacks the row of step {gap} (rows lost: the curve would bridge the gap)"
     flops = [r["flops"] for r in run.metrics]
     if any(b < a for a, b in zip(flops, flops[1:])):     # cumulative: a saving read off it would be nonsense
         at = next(r["step"] for r, a, b in zip(run.metrics[1:], flops, flops[1:]) if b < a)
@@ -200,6 +203,18 @@ def _check(run: Run) -> str | None:
             if said is not None and logged is not None and said != logged:
                 return f"summary.json {key} {said!r} is not the last logged row's {logged!r}"
     return _misfiled(run)
+
+
+def _missing_step(run: Run, steps: list[int]) -> int | None:
+    """The first step the trainer logs a row at (every recipe.log_every and eval_every steps, the last step) that the
+    record lacks up to its last row, or None; records without those recipe fields are not checked."""
+    recipe = run.config["task"].get("recipe") or {}
+    every = [recipe.get(k) for k in ("log_every", "eval_every")]
+    if not all(_is(n, (int,)) and n > 0 for n in every) or not steps:
+        return None
+    have, last = set(steps), steps[-1]
+    expected = sorted({s for n in every for s in range(n, last + 1, n)} | {0})
+    return next((s for s in expected if s not in have), None)
 
 
 TASK_DIR = re.compile(r"^(?P<task>.+)-(?P<scale>paper|mini|tiny)$")

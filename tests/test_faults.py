@@ -325,3 +325,14 @@ def test_an_eval_json_of_the_wrong_shape_is_reported_and_its_scores_left_out(tmp
     runs, problems = load_runs(tmp_path)
     assert len(runs) == 1 and [p.kind for p in problems] == ["eval"] and "left out" in problems[0].message
     assert downstream_scores(runs[0]) == {}
+
+
+def test_a_record_with_rows_lost_is_left_out_naming_the_first_missing_step(tmp_path):
+    from analysis.load import load_runs
+    d = write_run(tmp_path, "scratch", SCRATCH, recipe={"log_every": 1, "eval_every": 2})
+    assert len(load_runs(tmp_path)[0]) == 1
+    rows = (d / METRICS).read_text().splitlines()
+    (d / METRICS).write_text("\n".join(rows[:2] + rows[3:]) + "\n")          # step 2's row lost
+    runs, problems = load_runs(tmp_path)
+    assert runs == [] and [p.message for p in problems] == [
+        "metrics.jsonl lacks the row of step 2 (rows lost: the curve would bridge the gap)"]
