@@ -124,10 +124,11 @@ def test_mlm_batch_masking(ptb_mlm):
     B, step, seed = 32, 5, 3
     batch = ptb_mlm.train_batch(step, B, seed)
     original = ptb_mlm.blocks("train", batch_indices(ptb_mlm.n_train, step, B, seed))
-    ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
-    for t in (ids, mask, labels):
+    ids, labels = batch["input_ids"], batch["labels"]
+    for t in (ids, labels):
         assert t.shape == (B, SEQ) and t.dtype == torch.long
-    assert bool((mask == 1).all()) and ptb_mlm.units(batch) == B * SEQ == ptb_mlm.units_per_batch(B)
+    # packed blocks, never padded: no attention mask (SDPA's flash kernel, no per-forward mask check on a GPU)
+    assert "attention_mask" not in batch and ptb_mlm.units(batch) == B * SEQ == ptb_mlm.units_per_batch(B)
     tok = ptb_mlm.tokenizer
     assert bool((original[:, 0] == tok.cls_token_id).all()) and bool((original[:, -1] == tok.sep_token_id).all())
     selected = labels != -100

@@ -365,7 +365,10 @@ class TextData(PretrainData):
         with torch.random.fork_rng(devices=[]):
             torch.random.default_generator.manual_seed(rng_seed)
             out = collator(list(ids))
-        return {"input_ids": out["input_ids"], "attention_mask": torch.ones_like(ids), "labels": out["labels"]}
+        # No attention mask: blocks are packed, never padded. An all-ones mask changes no number (checked on the CPU,
+        # dropout on), but on a GPU it costs transformers a check of its values (a host sync) every forward, and
+        # keeps SDPA from its flash kernel (issue 42)
+        return {"input_ids": out["input_ids"], "labels": out["labels"]}
 
 
 def load_text_data(source: str, objective: str, *, seq_len: int = 128, vocab_size: int | None = None,
