@@ -70,9 +70,10 @@ def markdown(df, caption: str) -> str:
 
 
 def notes(df) -> list[str]:
-    """The footnotes a table's cells call for (†: no fit wall time; ‡: machine speed differs)."""
+    """The footnotes a table's cells call for (†: no fit wall time; ‡: machine speed differs; §: operator draws
+    fixed at seed 0)."""
     cells = df.astype(str)
-    return [note for mark, note in (("†", tables.WALL_NOTE), ("‡", tables.SPEED_NOTE))
+    return [note for mark, note in (("†", tables.WALL_NOTE), ("‡", tables.SPEED_NOTE), ("§", tables.DRAWS_NOTE))
             if cells.apply(lambda c: c.str.contains(mark)).any().any()]
 
 

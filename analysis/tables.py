@@ -37,6 +37,9 @@ WALL_NOTE = "† the record has no wall time for the operator fit (step 0 logs w
 SPEED_NOTE = (f"‡ the machine ran this method's training (a seed of it) more than {MACHINE_SPEED_TOLERANCE}x faster "
               "or slower per FLOP than its scratch seed's (savings_seeds.csv: speed_vs_scratch): its wall-time saving "
               "measures the machine's load more than the method; compare FLOPs")
+DRAWS_NOTE = ("§ the growth operator's random draws (its seed) were seed 0's in the seeds named: records made "
+              "before a run's --seed reached its method (config.json method.config.seed); the spread over seeds then "
+              "leaves out the operator's; `python -m bench.sweeps` reports them stale and re-runs them once moved away")
 FIT_STEPS_LABEL = re.compile(r"^ligo(-fit\d+)?$")   # bench/sweeps.py names Table 3's runs ligo-fit<N>
 
 
@@ -133,6 +136,14 @@ def _partial(merged, label: str) -> str:
     return f" ({', '.join(cells)})" if cells else ""
 
 
+def _fixed_draws(runs: pd.DataFrame) -> str:
+    """' § (s1 s2)' where some of a label's seeds drew the operator's randomness with another seed than their own
+    (a method with a `seed` option whose recorded seed is not the run's), else ''."""
+    fixed = sorted(seed for seed, cfg in zip(runs["seed"], runs["method_config"])
+                   if isinstance(cfg, dict) and "seed" in cfg and cfg["seed"] != seed)
+    return f" § ({' '.join(f's{seed}' for seed in fixed)})" if fixed else ""
+
+
 def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str, variants: bool = True,
                   adapters: bool | None = False) -> pd.DataFrame:
     """Table 1/2 layout for one task and scale (rows: scratch first, then the paper's order). variants=False
@@ -169,7 +180,7 @@ def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: s
             for c in down.columns:
                 v = down[c].get(row["label"], math.nan)
                 cells[c] = "--" if pd.isna(v) else v
-        cells["Seeds"] = str(row["n_seeds"])
+        cells["Seeds"] = str(row["n_seeds"]) + _fixed_draws(r[r["label"] == row["label"]])
         rows.append(cells)
     return pd.DataFrame(rows)
 

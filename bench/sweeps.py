@@ -374,6 +374,7 @@ def run_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tuple
         state, where = status(path), f"[{i}/{len(todo)}] {path}"
         try:
             task, method, strategies = build(entry, scale, common)
+            method = method.for_run(seed)      # the draws run_experiment gives it: what its record says
         except LookupError as e:
             log(f"{where}: unavailable ({e})")
             outcome["unavailable"].append(f"{path}: {e}")

@@ -578,3 +578,17 @@ def test_a_record_filed_under_another_task_and_a_corrupt_eval_json_are_reported(
     assert "eval.json unreadable" in found["eval", "net2net-s0"]
     assert {r.dir.name for r in runs} == {"scratch-s0", "net2net-s0"}       # the run stays; its scores do not
     assert runs_frame(runs).set_index("label").loc["net2net", "downstream"] == {}
+
+
+def test_seeds_whose_operator_drew_with_seed_0_are_marked():
+    """A record made before a run's --seed reached its method says method.config.seed 0 at seed 1: its row's Seeds
+    cell names it (§) and the table gets the footnote; a method without a seed option, or one seeded as its run,
+    is not marked."""
+    import pandas as pd
+    from analysis import tables
+    from analysis.__main__ import notes
+    runs = pd.DataFrame({"seed": [0, 1, 2, 1], "method_config": [{"seed": 0}, {"seed": 0}, {"seed": 2}, {}]})
+    assert tables._fixed_draws(runs) == " § (s1)"
+    assert tables._fixed_draws(runs.iloc[[0, 2, 3]]) == ""
+    table = pd.DataFrame({"Method": ["LiGO"], "Seeds": ["3" + tables._fixed_draws(runs)]})
+    assert tables.DRAWS_NOTE in notes(table) and tables.DRAWS_NOTE not in notes(table.assign(Seeds="3"))
