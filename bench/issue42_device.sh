@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Issue 42's GPU figures in one device call (bench/README.md, sections 4, 10 and 11):
+#
+#   bash bench/issue42_device.sh 570      # run carry [".whl"]; needs the wheels of ../shared/device/README.md
+#
+# 1. MFU of the trainer and the raw loop, BERT-Base (128 x 128) and GPT-2 Medium (16 x 1024), eager and compiled
+#    (bench/gpu_mfu.py; the committed eager figures from before the trainer lost its per-step host sync are the
+#    "before": 18.1% / 16.8% MFU, trainer/raw 0.816 / 0.987 on an H200);
+# 2. where a step's GPU time goes, trainer and raw loop, eager and compiled (bench/step_profile.py);
+# 3. the input pipelines on the machine's 16 cores, text and images (crop and flip; DeiT's recipe)
+#    (bench/pipeline.py);
+# 4. LiGO's fit step against a training step at paper size (bench/ligo_fit_cost.py).
+# Each part has its own time limit (the sum stays under the given seconds); a part cut short leaves the others'
+# results. Results go to $OUT/issue42-results.tgz (bench/results/*.json), logs to $OUT/issue42-logs.tgz; unpack with
+#   tar xzf issue42-results.tgz -C bench/results
+set -uo pipefail
+limit=${1:-570}
+OUT=${OUT:?set by the device machine}
+device=${DEVICE:-cuda}      # DEVICE=cpu SMOKE=1 OUT=/tmp/out: a dry rehearsal elsewhere (tiny sizes)
+if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl; fi
+export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=true
+res=$OUT/results; logs=$OUT/logs; mkdir -p "$res" "$logs"
+start=$(date +%s)
+left() { local s=$(( limit - ($(date +%s) - start) )); echo $(( s > 1 ? s : 1 )); }
+share() { local s=$(left); echo $(( $1 < s ? $1 : s )); }    # at most $1 seconds, never past the limit
+if [ -n "${SMOKE:-}" ]; then
+  mfu="--steps 6 --log-every 2 --repeats 1 --batch 2"; prof="--steps 2 --batch 2"
+  pipe="--workers 0 1 --images 100 --image-batch 4 --image-batches 2 --text-batches 2 --text-batch 4"
+  fit="--repeats 1 --batch 2 --seq 16"
+else
+  mfu="--repeats 2 --steps 40 --log-every 10"; prof=""; pipe="--workers 0 4 8 12 15"
+  fit="--pair paper --batch 256 --seq 128 --bf16 --repeats 5"
+fi
+run() { local name=$1 secs=$2; shift 2
+  echo "== $name ($(share "$secs") s at most, $(( $(date +%s) - start )) s in)"
+  timeout "$(share "$secs")" "$@" > "$logs/$name.log" 2>&1; echo "   rc $? ; $(tail -3 "$logs/$name.log" | tr '\n' ' ')"; }
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$logs/gpu.txt" 2>&1 || true
+run mfu-eager 120 python3 bench/gpu_mfu.py --device "$device" $mfu --out "$res/gpu_mfu-eager.json"
+run mfu-compiled 150 python3 bench/gpu_mfu.py --device "$device" $mfu --compile --out "$res/gpu_mfu-compiled.json"
+run profile-eager 50 python3 bench/step_profile.py --device "$device" $prof --out "$res/step_profile-eager.json"
+run profile-compiled 90 python3 bench/step_profile.py --device "$device" $prof --compile \
+  --out "$res/step_profile-compiled.json"
+run pipeline 80 python3 bench/pipeline.py $pipe --out "$res/pipeline-16cores.json"
+run pipeline-deit 50 python3 bench/pipeline.py $pipe --only images --deit-recipe --out "$res/pipeline-16cores-deit.json"
+run ligo-fit 30 python3 bench/ligo_fit_cost.py --device "$device" $fit --out "$res/ligo_fit_cost-gpu.json"
+echo "all parts ended after $(( $(date +%s) - start )) s"
+tar czf "$OUT/issue42-results.tgz" -C "$res" .
+tar czf "$OUT/issue42-logs.tgz" -C "$logs" .

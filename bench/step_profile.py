@@ -1,0 +1,131 @@
+"""Where one training step's GPU time goes (issue 42): the trainer's steps (runs.trainer.train, exactly as a run
+trains) and the minimal raw loop's, under torch.profiler, each kernel put in one class by its name: GEMM, attention,
+optimizer (AdamW and the gradient clipping's norm: multi-tensor kernels), casts (dtype conversions and copies:
+autocast's per-step weight casts land here), other elementwise (norms, activations, dropout, the loss), host-to-device
+copies, and idle (the step's wall time in which no kernel ran: the host is the bottleneck there). Per step, in ms.
+
+MFU says how far a step is from the card's peak; this says why, and which change of issue 42's list the numbers ask
+for (compile, no host sync, fused AdamW, no weight casts, flash attention). Models and batches as bench/gpu_mfu.py
+(BERT-Base 128 x 128, GPT-2 Medium 16 x 1024, synthetic tokens, bf16 autocast).
+
+    python bench/step_profile.py                               # both models, eager
+    python bench/step_profile.py --compile --tag compiled      # the same with torch.compile
+Writes bench/results/step_profile[-TAG].json. `--device cpu --steps 4 --batch 2` smoke-tests it without a GPU (the
+classes then hold CPU operator time, idle is meaningless).
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from bench.cli import check_result_file, checked_device, positive_int, refused_as_one_line  # noqa: E402
+from bench.gpu_mfu import MODELS, SyntheticTokens  # noqa: E402
+from bench.result_file import write_result  # noqa: E402
+from bench.throughput import raw_run, trainer_run  # noqa: E402
+from run import OneLineArgumentParser  # noqa: E402
+from tasks import get_task  # noqa: E402
+
+# first match wins; kernel names of cuBLAS/CUTLASS/cuDNN, PyTorch's native kernels and the flash/efficient attention
+CLASSES = (
+    ("attention", re.compile(r"flash|fmha|attention|attn|softmax", re.I)),
+    ("optimizer", re.compile(r"adam|multi_tensor|foreach|lpnorm|norm_kernel", re.I)),
+    ("gemm", re.compile(r"gemm|cutlass|xmma|cublas|nvjet|sm\d\d_|ampere|hopper|matmul|dot_kernel", re.I)),
+    ("memcpy_htod", re.compile(r"memcpy htod", re.I)),
+    ("casts", re.compile(r"copy|convert|cast|to_copy", re.I)),
+)
+
+
+def kernel_class(name: str) -> str:
+    for label, pattern in CLASSES:
+        if pattern.search(name):
+            return label
+    return "other_elementwise"
+
+
+def busy_union(intervals: list[tuple[float, float]]) -> float:
+    """Time covered by at least one of the (start, end) intervals: kernels on several streams may overlap."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def breakdown(prof, steps: int, device_type: str) -> dict:
+    """ms per step by kernel class, and idle = (span of the kernels - their union) / steps."""
+    want = torch.autograd.DeviceType.CUDA if device_type == "cuda" else torch.autograd.DeviceType.CPU
+    by_class: dict[str, float] = {}
+    intervals = []
+    for e in prof.events():
+        if e.device_type != want or (device_type != "cuda" and e.cpu_parent is not None):
+            continue        # on the CPU, top-level operators only (their children are inside them)
+        start, end = e.time_range.start, e.time_range.end           # microseconds
+        by_class[kernel_class(e.name)] = by_class.get(kernel_class(e.name), 0.0) + (end - start)
+        intervals.append((start, end))
+    if not intervals:
+        return {"ms_per_step": {}, "idle_ms_per_step": None}
+    span = max(b for _, b in intervals) - min(a for a, _ in intervals)
+    out = {"ms_per_step": {k: round(v / 1e3 / steps, 3) for k, v in sorted(by_class.items())},
+           "busy_ms_per_step": round(busy_union(intervals) / 1e3 / steps, 3),
+           "span_ms_per_step": round(span / 1e3 / steps, 3)}
+    out["idle_ms_per_step"] = round(out["span_ms_per_step"] - out["busy_ms_per_step"], 3)
+    return out
+
+
+def profile_loop(run, task, data, device, compile: bool) -> dict:
+    run(task, data, device, compile)            # warm: kernels chosen, allocator filled, graphs compiled
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        run(task, data, device, compile)
+    return breakdown(prof, task.recipe.steps, device.type)
+
+
+def measure(name: str, args, device) -> dict:
+    task_name, default_batch = MODELS[name]
+    task = get_task(task_name, scale="paper")
+    batch = args.batch or default_batch
+    # one row at the end only (trainer_run times rows; a profile needs none), no evaluation inside the window
+    task = task.with_(recipe=task.recipe.with_(steps=args.steps, batch_size=batch, log_every=args.steps,
+                                               eval_every=10 * args.steps, eval_batches=1, bf16=args.bf16,
+                                               warmup=max(1, args.steps // 10)))
+    data = SyntheticTokens(task.objective, task.large.vocab, task.recipe.seq_len)
+    row = {"model": name, "spec": task.large.short(), "batch": batch, "seq": task.recipe.seq_len,
+           "steps": args.steps, "bf16": args.bf16, "compile": args.compile}
+    for label, run in (("trainer", trainer_run), ("raw", raw_run)):
+        row[label] = profile_loop(run, task, data, device, args.compile)
+        parts = ", ".join(f"{k} {v}" for k, v in row[label]["ms_per_step"].items())
+        print(f"{name} {label}: {parts}; idle {row[label]['idle_ms_per_step']} ms/step", flush=True)
+    return row
+
+
+def main(argv=None):
+    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--batch", type=positive_int, default=None, help="micro-batch (default: per model)")
+    ap.add_argument("--steps", type=positive_int, default=12, help="profiled steps (after as many unprofiled)")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--no-bf16", dest="bf16", action="store_false")
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--tag", default="", help="suffix of the result file (e.g. the change measured)")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    out = args.out or str(Path(__file__).parent / "results" / f"step_profile{'-' + args.tag if args.tag else ''}.json")
+    with refused_as_one_line():
+        check_result_file(out)
+        device = torch.device(checked_device(args.device))
+    rows = [measure(name, args, device) for name in args.models]
+    write_result(out, {"rows": rows, "device": str(device), "tag": args.tag,
+                       "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
+
+
+if __name__ == "__main__":
+    main()
