@@ -184,12 +184,21 @@ def signals_held():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    # Python-level handlers that note the signal, not pthread_sigmask: blocking it in this thread alone lets the
+    # kernel hand a process-directed signal to another thread (torch's, the tokenizers' pools), whose delivery
+    # still raises KeyboardInterrupt here at once
+    received = []
+    held = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    held = {s: h for s, h in held.items() if h is not signal.SIG_IGN and h is not None}   # ignored stays ignored
+    for s in held:
+        signal.signal(s, lambda signum, frame: received.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for s, handler in held.items():
+            signal.signal(s, handler)
+        for s in received:                    # now delivered as usual, to the handlers the block found
+            signal.raise_signal(s)
 
 
 def clear_run(directory: Path) -> list[str]:
