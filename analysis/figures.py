@@ -5,12 +5,20 @@ its pretraining record is present (as in Figure 2). Text panels also draw the un
 tokens (config reference.unigram_ce), the loss of a model that learned word frequencies only. Labels that are
 one computation (analysis/identical.py) are one line, named "StackBERT = Net2Net".
 
+Read without the code: a method has one colour on every figure (COLORS), its variants (ligo-warmup0) that colour
+with their own line style and marker; one legend per figure, below the panels, its title a caption saying what
+line and band are (min..max over n seeds, n per line where it differs) and what each reference line is; the
+y-limits come from the method curves, a reference line far from them is written at the axis edge instead; panel
+titles give the shapes the records trained (config.json task.small -> task.large, "BERT 2L/128 → 4L/192"), the
+figure titles the paper's names as the paper's.
+
 `PAPER_FIGURES` maps each of the paper's figures to its panels: tasks, x axis, and which run labels to draw
 (labels are run-directory names without -s<seed>, as bench/sweeps.py writes them). `curve_figure` draws any
 task at any scale, so runs nobody planned for are still plotted. Matplotlib runs on the Agg backend: no display.
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,57 +43,105 @@ class Panel:
     title: str = ""
 
 
+# Panel titles say what a panel shows; draw_panel appends the shapes the records trained (task.small -> task.large
+# in config.json), as a paper name (BERT-Small) is wrong at mini and tiny scale. The figure titles keep the paper's
+# names, saying they are the paper's.
 PAPER_FIGURES: dict[str, tuple[str, list[Panel]]] = {
-    "figure2": ("BERT: (a-b) BERT-Small→BERT-Base vs FLOPs and wall time; (c) BERT-{Small, Base}→BERT-Large", [
-        Panel(("bert_small_base",), "flops", title="(a) BERT-Small→BERT-Base"),
-        Panel(("bert_small_base",), "wall", title="(b) BERT-Small→BERT-Base"),
-        Panel(("bert_small_large", "bert_base_large"), "flops", ("scratch", "ligo"),
-              "(c) BERT-{Small, Base}→BERT-Large")]),
-    "figure3": ("RoBERTa and GPT-2", [
-        Panel(("roberta_small_base",), "flops", title="(a) RoBERTa-Small→RoBERTa-Base"),
-        Panel(("roberta_small_base",), "wall", title="(b) RoBERTa-Small→RoBERTa-Base"),
-        Panel(("gpt2_base_medium",), "flops", title="(c) GPT2-Base→GPT2-Medium")]),
-    "figure4": ("DeiT-S→DeiT-B: accuracy vs FLOPs and wall time", [
-        Panel(("deit_s_b",), "flops", title="(a) DeiT-S→DeiT-B"),
-        Panel(("deit_s_b",), "wall", title="(b) DeiT-S→DeiT-B")]),
-    "figure5": ("LiGO with orthogonal efficient-training strategies (BERT-Small→BERT-Base)", [
-        Panel(("bert_small_base",), "flops", ("scratch", "ligo", "ligo-layerdrop"), "(a) LiGO w/ layer dropping"),
-        Panel(("bert_small_base",), "flops", ("scratch", "ligo", "ligo-tokendrop"), "(b) LiGO w/ token dropping"),
+    "figure2": ("BERT growth (paper: (a-b) BERT-Small→BERT-Base, (c) BERT-{Small, Base}→BERT-Large)", [
+        Panel(("bert_small_base",), "flops", title="(a)"),
+        Panel(("bert_small_base",), "wall", title="(b)"),
+        Panel(("bert_small_large", "bert_base_large"), "flops", ("scratch", "ligo"), "(c)")]),
+    "figure3": ("RoBERTa and GPT-2 (paper: RoBERTa-Small→RoBERTa-Base, GPT2-Base→GPT2-Medium)", [
+        Panel(("roberta_small_base",), "flops", title="(a)"),
+        Panel(("roberta_small_base",), "wall", title="(b)"),
+        Panel(("gpt2_base_medium",), "flops", title="(c)")]),
+    "figure4": ("DeiT: accuracy vs FLOPs and wall time (paper: DeiT-S→DeiT-B)", [
+        Panel(("deit_s_b",), "flops", title="(a)"),
+        Panel(("deit_s_b",), "wall", title="(b)")]),
+    "figure5": ("LiGO with orthogonal efficient-training strategies (paper: BERT-Small→BERT-Base)", [
+        Panel(("bert_small_base",), "flops", ("scratch", "ligo", "ligo-layerdrop"), "(a) LiGO w/ layer dropping,"),
+        Panel(("bert_small_base",), "flops", ("scratch", "ligo", "ligo-tokendrop"), "(b) LiGO w/ token dropping,"),
         Panel(("bert_small_base",), "flops", ("scratch", "bert2bert", "bert2bert-staged", "ligo", "ligo-staged"),
-              "(c) LiGO w/ staged training")]),
-    "figure6": ("Depth-only and width-only growth", [
-        Panel(("bert_depth_only",), "flops", title="(a) BERT(6, 768)→BERT(12, 768)"),
-        Panel(("bert_width_only",), "flops", title="(b) BERT(12, 512)→BERT(12, 768)")]),
-    "figure7": ("BERT-Base grown from a briefly trained BERT-Small", [
-        Panel(("bert_small_base",), "flops", ("scratch", "ligo", "ligo-smallshort"), "(a) BERT-Small→BERT-Base"),
-        Panel(("bert_small_base",), "wall", ("scratch", "ligo", "ligo-smallshort"), "(b) BERT-Small→BERT-Base")]),
-    "figure8": ("CaiT-XS→CaiT-S: accuracy vs FLOPs and wall time", [
-        Panel(("cait_xs_s",), "flops", title="(a) CaiT-XS→CaiT-S"),
-        Panel(("cait_xs_s",), "wall", title="(b) CaiT-XS→CaiT-S")]),
+              "(c) LiGO w/ staged training,")]),
+    "figure6": ("Depth-only and width-only growth (paper: BERT(6, 768)→BERT(12, 768), BERT(12, 512)→BERT(12, 768))", [
+        Panel(("bert_depth_only",), "flops", title="(a) depth only:"),
+        Panel(("bert_width_only",), "flops", title="(b) width only:")]),
+    "figure7": ("Grown from a briefly trained small model (paper: BERT-Small→BERT-Base)", [
+        Panel(("bert_small_base",), "flops", ("scratch", "ligo", "ligo-smallshort"), "(a)"),
+        Panel(("bert_small_base",), "wall", ("scratch", "ligo", "ligo-smallshort"), "(b)")]),
+    "figure8": ("CaiT: accuracy vs FLOPs and wall time (paper: CaiT-XS→CaiT-S)", [
+        Panel(("cait_xs_s",), "flops", title="(a)"),
+        Panel(("cait_xs_s",), "wall", title="(b)")]),
 }
 XLABEL = {"flops": "FLOPs", "wall": "wall time (s)"}
 UNIGRAM_LABEL = "unigram cross-entropy"
 YLABEL = {"eval_loss": "validation loss (log perplexity)", "eval_acc": "validation accuracy"}
+FAMILY_NAMES = {"bert": "BERT", "roberta": "RoBERTa", "gpt2": "GPT-2", "llama": "LLaMA", "vit": "ViT", "cait": "CaiT"}
 
-
-# one colour per method (LiGO red, as it is the subject); a variant (ligo-fit500) keeps its method's colour
-# and takes a dashed or dotted line instead
+# One colour per method on every figure (LiGO red, as it is the subject; LiGO-official, the authors' code, in
+# LiGO's family). Methods are colours; reference lines (scratch final, small model final, unigram) are black or
+# grey without markers. A variant (ligo-warmup0) keeps its method's colour and takes its own line style and marker.
 COLORS = {"scratch": "tab:blue", "stackbert": "tab:orange", "interpolation": "tab:olive", "mslt": "tab:green",
-          "ki": "tab:purple", "net2net": "tab:brown", "bert2bert": "tab:pink", "ligo": "tab:red", "ligo_official": "magenta",
-          "direct_copy": "tab:gray", "hypercloning": "teal", "g_stack": "gold", "lemon": "navy", "msg": "darkviolet"}
+          "ki": "tab:purple", "net2net": "tab:brown", "bert2bert": "tab:pink", "ligo": "tab:red",
+          "ligo_official": "darkred", "direct_copy": "tab:gray", "hypercloning": "teal", "g_stack": "goldenrod",
+          "lemon": "navy", "msg": "tab:cyan"}
+OTHER_COLORS = ["#637939", "#8c6d31", "#7b4173", "#393b79", "#e7969c", "#9c9ede"]   # methods added later (tab20b)
+METHOD_STYLE = ("-", "o")
 VARIANT_STYLES = ["--", ":", "-.", (0, (5, 1, 1, 1, 1, 1))]
+VARIANT_MARKERS = ["s", "^", "D", "v", "P", "X", "*"]
 
 
 def color(label: str):
+    """The colour of a label's method: fixed by the method's name alone, so it is the same on every figure."""
     head = method_of(label)
-    return COLORS.get(head) or plt.get_cmap("tab10")((sum(map(ord, head)) % 7) + 3)
+    return COLORS.get(head) or OTHER_COLORS[sum(map(ord, head)) % len(OTHER_COLORS)]
 
 
-def line_style(label: str, labels: list[str]):
-    """Solid for a method, then dashed, dotted... for its variants, in the order they are drawn."""
-    head = method_of(label)
-    siblings = [lab for lab in labels if method_of(lab) == head and lab != head]
-    return "-" if label == head else VARIANT_STYLES[siblings.index(label) % len(VARIANT_STYLES)]
+def line_styles(labels) -> dict[str, tuple]:
+    """label -> (line style, marker): a method solid with dots; its variants, in the paper's order, dashed, dotted...
+    each with its own marker (4 styles x 7 markers: distinct up to 28 variants of one method). Given every label of
+    an analysis, a variant keeps its style on every figure of it."""
+    styles = {}
+    for label in sorted(set(labels), key=label_key):
+        head = method_of(label)
+        if label == head:
+            styles[label] = METHOD_STYLE
+        else:
+            i = sum(method_of(lab) == head and lab != head for lab in styles)
+            styles[label] = (VARIANT_STYLES[i % len(VARIANT_STYLES)], VARIANT_MARKERS[i % len(VARIANT_MARKERS)])
+    return styles
+
+
+def spec_text(spec) -> tuple[str, str] | None:
+    """('BERT', '4L/192') from a record's task.small / task.large (family, layers, hidden); None if it lacks them."""
+    if not isinstance(spec, dict) or not all(isinstance(spec.get(k), int) for k in ("layers", "hidden")):
+        return None
+    family = spec.get("family")
+    return FAMILY_NAMES.get(family, str(family or "?")), f"{spec['layers']}L/{spec['hidden']}"
+
+
+def pair(curves: pd.DataFrame, task: str, scale: str) -> tuple | None:
+    """(family, small shape, large family, large shape) a task's records trained, from their config.json
+    (task.small / task.large); None where no record says (older records) or records disagree."""
+    cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
+    pairs = set()
+    for small, large in zip(cur.get("small_spec", ()), cur.get("large_spec", ())):
+        small, large = spec_text(small), spec_text(large)
+        if small and large:
+            pairs.add((*small, *large))
+    return pairs.pop() if len(pairs) == 1 else None
+
+
+def shapes(curves: pd.DataFrame, tasks: tuple[str, ...], scale: str) -> str:
+    """'BERT 2L/128 → 4L/192'; tasks growing into one model as the paper names them, 'BERT {2L/128, 4L/192} →
+    8L/256'; the task's name where its records do not say."""
+    pairs = [pair(curves, task, scale) for task in tasks]
+    if None not in pairs and len(pairs) > 1 and len({(p[0], p[2], p[3]) for p in pairs}) == 1:
+        family, _, large_family, large = pairs[0]
+        to = large if family == large_family else f"{large_family} {large}"
+        return f"{family} {{{', '.join(p[1] for p in pairs)}}} → {to}"
+    return "; ".join(task if p is None else f"{p[0]} {p[1]} → {p[3] if p[0] == p[2] else f'{p[2]} {p[3]}'}"
+                     for task, p in zip(tasks, pairs))
 
 
 def _labels(curves: pd.DataFrame, wanted: tuple[str, ...] | None) -> list[str]:
@@ -116,13 +172,19 @@ def _computations(curves: pd.DataFrame, panel: Panel, scale: str) -> tuple[dict,
     return keys, tasks
 
 
-def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
+def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str, styles: dict | None = None,
+               seeds: dict | None = None) -> bool:
     """Draw one panel; False if there was nothing to draw (the axis then says so). In a panel of several tasks
     a run one task recorded as another's twin is one line, named after both, and a reference line (scratch
-    final, unigram) both tasks share is drawn once."""
+    final, unigram) both tasks share is drawn once. `styles`: label -> (line style, marker), line_styles of the
+    whole figure's labels; `seeds` is filled with each line's name -> its number of seeds (the caption's n).
+    The legend is the figure's (panels_figure), outside the axes."""
+    styles = styles if styles is not None else line_styles(curves.loc[curves["role"] == "large", "label"])
+    seeds = seeds if seeds is not None else {}
     drawn, multi = False, len(panel.tasks) > 1
     keys, shared = _computations(curves, panel, scale)
     seen: set = set()                 # (label, computation key) and reference lines already drawn
+    values, references = [], []       # what sets the y-limits; (value, name) of the horizontal lines
     unigrams = {}
     for task in panel.tasks:
         value = _unigram(curves[(curves["task"] == task) & (curves["scale"] == scale)], "eval_loss")
@@ -145,13 +207,20 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
             seen.add(key)
             m = mean_curve(g, metric)
             name = " = ".join(map(display, group)) + (f" ({', '.join(shared[key])})" if multi else "")
-            style = line_style(label, labels) if i == 0 else "--"
+            style, marker = styles.get(label, METHOD_STYLE)
+            if i > 0:                   # the panel's second task: dashed, squares (its name says which task)
+                style, marker = "--", "s"
             ax.plot(m[panel.x], m[metric] * scale_y, linestyle=style, color=color(label), label=name, lw=1.6,
-                    marker="o", ms=2.5)
-            if g["seed"].nunique() > 1:
+                    marker=marker, ms=3)
+            seeds[name] = int(g["seed"].nunique())
+            if seeds[name] > 1:
                 band = g.groupby("step")[metric].agg(["min", "max"]).loc[m["step"]]
                 ax.fill_between(m[panel.x].to_numpy(), band["min"].to_numpy() * scale_y,
                                 band["max"].to_numpy() * scale_y, color=color(label), alpha=0.15, lw=0)
+            # the untrained step-0 value (scratch: about ln(vocab)) would squash every curve into a line, as
+            # the paper's figures also start after the first drop
+            trained = g.loc[g["step"] > 0, metric].dropna()
+            values.append((trained if len(trained) else g[metric].dropna()) * scale_y)
             # scratch alone is only the reference: a panel counts as drawn when some method is on it
             drawn |= label != "scratch"
         target, _ = scratch_target(cur, metric)
@@ -159,26 +228,29 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> bool:
         if target == target and scratch_key not in seen:
             seen.add(scratch_key)
             owners = shared.get(keys.get((task, "scratch")), [task])
-            ax.axhline(target * scale_y, color="black", lw=1.0, ls="-" if i == 0 else "-.",
-                       label=f"scratch final ({', '.join(owners)})" if multi else "scratch final (seed mean)")
+            name = f"scratch final ({', '.join(owners)})" if multi else "scratch final (seed mean)"
+            ax.axhline(target * scale_y, color="black", lw=1.0, ls="-" if i == 0 else "-.", label=name)
+            references.append((target * scale_y, name))
         small = cur[(cur["role"] == "small") & (cur["label"] == "small")].dropna(subset=[metric])
         if not small.empty:
             finals = small.sort_values("step").groupby("seed")[metric].last()
-            ax.axhline(finals.mean() * scale_y, color="gray", lw=1.0, ls=":" if i == 0 else (0, (1, 3)),
-                       label="small model final" + (f" ({task})" if multi else ""))
+            name = "small model final" + (f" ({task})" if multi else "")
+            ax.axhline(finals.mean() * scale_y, color="dimgray", lw=1.0, ls=":" if i == 0 else (0, (1, 3)),
+                       label=name)
+            references.append((finals.mean() * scale_y, name))
         unigram = unigrams[task]
         if unigram is not None and ("unigram", unigram) not in seen:
             seen.add(("unigram", unigram))       # one eval set and tokenizer: the tasks' unigram lines coincide
             owners = [t for t in panel.tasks if unigrams[t] == unigram]
-            ax.axhline(unigram, color="tab:cyan", lw=1.0, ls="--",
-                       label=UNIGRAM_LABEL + (f" ({', '.join(owners)})" if multi else ""))
+            name = UNIGRAM_LABEL + (f" ({', '.join(owners)})" if multi else "")
+            ax.axhline(unigram, color="dimgray", lw=1.0, ls=(0, (6, 2, 1, 2)), label=name)
+            references.append((unigram, name))
     ax.set_xlabel(XLABEL[panel.x])
-    ax.set_title(panel.title or ", ".join(panel.tasks), fontsize=9)
+    ax.set_title(" ".join(t for t in (panel.title, shapes(curves, panel.tasks, scale)) if t), fontsize=9)
     ax.grid(alpha=0.3)
     if drawn:
         ax.set_ylabel(YLABEL[metric] + (" (%)" if metric == "eval_acc" else ""))
-        _zoom(ax, curves, panel, scale)
-        ax.legend(fontsize=6, loc="best")
+        _zoom(ax, values, references)
     else:
         # scratch may be drawn as the reference: then say what is missing, not that nothing ran
         ax.text(0.5, 0.5, "no growth runs yet" if ax.lines else "no runs", ha="center", va="center",
@@ -193,19 +265,32 @@ def _unigram(cur: pd.DataFrame, metric: str) -> float | None:
     return float(vals.mean()) if metric == "eval_loss" and len(vals) else None
 
 
-def _zoom(ax, curves: pd.DataFrame, panel: Panel, scale: str) -> None:
-    """Keep the informative range: the untrained step-0 loss of scratch (about ln(vocab)) would otherwise
-    squash every curve into a line, as the paper's figures also start after the first drop. The unigram line
-    stays inside it: it is the reference the curves are read against."""
-    cur = curves[curves["task"].isin(panel.tasks) & (curves["scale"] == scale) & (curves["step"] > 0)]
-    metric = target_metric(cur)
-    vals = cur[metric].dropna() * (100.0 if metric == "eval_acc" else 1.0)
-    unigram = _unigram(cur, metric)
-    vals = pd.concat([vals, pd.Series([unigram], dtype=float)]) if unigram is not None else vals
-    if len(vals):
-        lo, hi = vals.min(), vals.max()
-        pad = 0.05 * (hi - lo or 1.0)
-        ax.set_ylim(lo - pad, hi + pad)
+NEAR = 0.25     # a reference line within this share of the curves' span beyond them is drawn inside the axes
+
+
+def _zoom(ax, values: list[pd.Series], references: list[tuple[float, str]]) -> None:
+    """Y-limits from the method curves (`values`, all seeds, untrained step 0 left out) and the reference lines
+    near them; a reference line further away (the unigram cross-entropy far above a trained model's loss) is
+    left off the axes and its value written at the edge it lies beyond, so it cannot squash the curves."""
+    vals = pd.concat(values) if values else pd.Series(dtype=float)
+    if not len(vals):
+        return
+    lo, hi = float(vals.min()), float(vals.max())
+    span = hi - lo or 1.0
+    near = [v for v, _ in references if lo - NEAR * span <= v <= hi + NEAR * span]
+    lo, hi = min([lo, *near]), max([hi, *near])
+    pad = 0.05 * (hi - lo or 1.0)
+    ax.set_ylim(lo - pad, hi + pad)
+    above = [(v, n) for v, n in references if v > hi + pad]
+    below = [(v, n) for v, n in references if v < lo - pad]
+    for j, (v, name) in enumerate(sorted(above, reverse=True)):
+        ax.annotate(f"↑ {name}: {v:.3g} (above the axis)", xy=(1, 1), xycoords="axes fraction",
+                    xytext=(-3, -3 - 9 * j), textcoords="offset points", ha="right", va="top", fontsize=6.5,
+                    color="dimgray", bbox={"fc": "white", "ec": "none", "alpha": 0.8, "pad": 1})
+    for j, (v, name) in enumerate(sorted(below)):
+        ax.annotate(f"↓ {name}: {v:.3g} (below the axis)", xy=(0, 0), xycoords="axes fraction",
+                    xytext=(3, 3 + 9 * j), textcoords="offset points", ha="left", va="bottom", fontsize=6.5,
+                    color="dimgray", bbox={"fc": "white", "ec": "none", "alpha": 0.8, "pad": 1})
 
 
 def save(fig, path: Path, formats=("png", "pdf")) -> list[Path]:
@@ -220,15 +305,67 @@ def save(fig, path: Path, formats=("png", "pdf")) -> list[Path]:
     return out
 
 
-def panels_figure(curves: pd.DataFrame, panels: list[Panel], scale: str, title: str = ""):
-    """A row of panels; returns (figure, whether any panel had data)."""
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+def caption(seeds: dict[str, int], references: set[str]) -> str:
+    """What the lines and bands are, for a reader without the code: n seeds (per line where it differs)."""
+    counts = sorted(set(seeds.values()))
+    if not counts:
+        return ""
+    n = max(counts, key=list(seeds.values()).count)         # the usual number of seeds
+    if counts == [1]:
+        text = "Each line is one seed (no band)."
+    elif len(counts) == 1:
+        text = f"Line: mean over {n} seeds; band: min–max over the {n} seeds."
+    else:
+        text = (f"Line: mean over the seeds; band: min–max over {n} seeds, or the number in [brackets] after "
+                "a name (one seed: no band).")
+    refs = {"scratch final": "solid black: scratch's final value (seed mean), the target of the savings",
+            "small model final": "dotted: the small model's final value",
+            UNIGRAM_LABEL: "dash-dot: the unigram cross-entropy (a model that knows only token frequencies)"}
+    named = [say for key, say in refs.items() if any(r.startswith(key) for r in references)]
+    return text + (" Reference lines: " + "; ".join(named) + "." if named else "")
+
+
+def _legend(fig, seeds: dict[str, int], width: float) -> tuple[int, int]:
+    """One legend for the figure, below the panels (never over a curve), its title the caption: each name once,
+    the method lines first, then the reference lines; a line's seed count in brackets where it is not the usual
+    one. Returns its rows of names and of caption."""
+    handles = {}
+    for ax in fig.axes:
+        for h, name in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(name, h)
+    if not handles:
+        return 0, 0
+    counts = list(seeds.values())
+    usual = max(sorted(set(counts)), key=counts.count) if counts else None
+    names = sorted(handles, key=lambda name: name not in seeds)          # stable: drawing order within each
+    shown = [f"{name} [{seeds[name]}]" if name in seeds and seeds[name] != usual else name for name in names]
+    fontsize = 7
+    column = max(map(len, shown)) * fontsize * 0.55 + 36                 # points: text and the line sample
+    ncol = max(1, min(len(shown), int(width * 72 // column)))
+    rows = -(-len(shown) // ncol)
+    text = textwrap.fill(caption(seeds, set(handles) - set(seeds)), width=int(width * 72 * 0.9 / (fontsize * 0.6)),
+                         break_on_hyphens=False)
+    fig.legend([handles[n] for n in names], shown, loc="outside lower center", ncol=-(-len(shown) // rows),
+               fontsize=fontsize, frameon=False, handlelength=3.5, title=text, title_fontsize=fontsize + 0.5, alignment="left")
+    return rows, text.count("\n") + 1
+
+
+def panels_figure(curves: pd.DataFrame, panels: list[Panel], scale: str, title: str = "",
+                  panel_size: tuple[float, float] = (4.2, 3.4)):
+    """A row of panels with one legend below them, captioned; returns (figure, whether any panel had data).
+    Colours are the methods' (color), line styles and markers the variants' (line_styles, over every label of
+    `curves`, so a variant looks the same on every figure of one analysis)."""
+    width, height = panel_size[0] * len(panels), panel_size[1]
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, height), squeeze=False, layout="constrained")
+    styles = line_styles(curves.loc[curves["role"] == "large", "label"])
+    seeds: dict[str, int] = {}
     any_drawn = False
     for ax, panel in zip(axes[0], panels):
-        any_drawn |= draw_panel(ax, curves, panel, scale)
+        any_drawn |= draw_panel(ax, curves, panel, scale, styles, seeds)
+    rows, lines = _legend(fig, seeds, width) if any_drawn else (0, 0)
     if title:
         fig.suptitle(f"{title} [{scale} scale]", fontsize=10)
-    fig.tight_layout()
+    fig.set_size_inches(width, height + 0.15 * rows + 0.14 * lines)      # the legend takes room, not the axes
     return fig, any_drawn
 
 
@@ -259,9 +396,10 @@ def curve_figure(curves: pd.DataFrame, task: str, scale: str, out: Path, formats
     labels = tuple(_labels(curves[(curves["task"] == task) & (curves["scale"] == scale)], None))
     variants = sorted(set(curves.loc[(curves["task"] == task) & (curves["scale"] == scale)
                                      & (curves["role"] == "large"), "label"]) - set(labels), key=label_key)
-    panels = [Panel((task,), "flops", labels + tuple(variants), f"{task} vs FLOPs"),
-              Panel((task,), "wall", labels + tuple(variants), f"{task} vs wall time")]
-    fig, drawn = panels_figure(curves, panels, scale)
+    every = tuple(sorted(labels + tuple(variants), key=label_key))     # each variant after its method
+    panels = [Panel((task,), "flops", every, "(a)"), Panel((task,), "wall", every, "(b)")]
+    fig, drawn = panels_figure(curves, panels, scale, f"{task}: every run, against FLOPs and wall time",
+                               panel_size=(5.2, 4.0))
     if not drawn:
         plt.close(fig)
         return []

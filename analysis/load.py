@@ -495,6 +495,7 @@ def curves_frame(runs: list[Run]) -> pd.DataFrame:
         unigram = (r.config.get("reference") or {}).get("unigram_ce")
         # per run, repeated on its rows: figures merge the lines of runs that are one computation (identical.py)
         comp, twin, curve = fingerprint(r), twin_of(r), curve_digest(r)
+        shapes = {f"{part}_spec": r.config["task"].get(part) for part in ("small", "large")}   # figure titles
         for m, full in sorted(zip(r.metrics, full_model_rows(r)), key=lambda mf: mf[0]["step"]):
             if m.get("eval_loss") is None and m.get("eval_acc") is None:
                 continue
@@ -505,9 +506,10 @@ def curves_frame(runs: list[Run]) -> pd.DataFrame:
                          "stage": m.get("stage"), "full_model": full, "unigram_ce": unigram,
                          "computation": comp, "twin_of": twin, "curve": curve,
                          # copy symmetry at this evaluation (models/twins.py), where the pair grows width
-                         "twins": _spaces(m.get("twins")), "twin_gap": _spaces(m.get("twin_gap"))})
+                         "twins": _spaces(m.get("twins")), "twin_gap": _spaces(m.get("twin_gap")), **shapes})
     cols = ["task", "scale", "role", "label", "method", "seed", "step", "flops", "wall", "eval_loss",
-            "eval_acc", "stage", "full_model", "unigram_ce", "computation", "twin_of", "curve", "twins", "twin_gap"]
+            "eval_acc", "stage", "full_model", "unigram_ce", "computation", "twin_of", "curve", "twins", "twin_gap",
+            "small_spec", "large_spec"]
     df = pd.DataFrame(rows, columns=cols)
     for c in ("eval_loss", "eval_acc", "unigram_ce"):
         df[c] = pd.to_numeric(df[c], errors="coerce")

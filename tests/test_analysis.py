@@ -190,7 +190,7 @@ def test_one_computation_is_one_row_and_one_line(tmp_path):
     assert methods == ["Scratch", "StackBERT = Net2Net (s0 = Interpolation)",
                        "Interpolation (s0 = StackBERT = Net2Net)", "MSLT = KI"]
     fig, _ = panels_figure(curves[curves["seed"] == 0], [Panel(("bert_small_base",))], "mini")
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]          # the figure's one legend
     # seed 0 alone: there interpolation is the same computation too (names in the paper's order)
     assert "StackBERT = Interpolation = Net2Net" in legend and "Net2Net" not in legend and "MSLT = KI" in legend
 
@@ -592,3 +592,74 @@ def test_seeds_whose_operator_drew_with_seed_0_are_marked():
     assert tables._fixed_draws(runs.iloc[[0, 2, 3]]) == ""
     table = pd.DataFrame({"Method": ["LiGO"], "Seeds": ["3" + tables._fixed_draws(runs)]})
     assert tables.DRAWS_NOTE in notes(table) and tables.DRAWS_NOTE not in notes(table.assign(Seeds="3"))
+
+
+# --- figures a reader understands without the code (issue 44) ---
+
+BERT_SMALL = {"family": "bert", "layers": 2, "hidden": 128, "heads": 2}
+BERT_LARGE = {"family": "bert", "layers": 4, "hidden": 192, "heads": 3}
+
+
+def figure_records(root: Path, unigram: float = 7.5) -> pd.DataFrame:
+    """bert_small_base (recorded shapes 2L/128 -> 4L/192, unigram reference) and deit_s_b (no shapes recorded), with
+    scratch and LiGO at seeds 0 and 1, LiGO's warmup0 variant at seed 0 only; returns the curves."""
+    for seed in (0, 1):
+        for method, pts in (("scratch", SCRATCH), ("ligo", [(0, 0, 9.0), (1, 100, 5.0), (2, 200, 4.5 - 0.1 * seed)])):
+            patch(write_run(root, method, pts, seed=seed), config={
+                "task": {"small": BERT_SMALL, "large": BERT_LARGE},
+                "reference": {"unigram_ce": unigram, "eval_items": 64}})
+            write_run(root, method, [(0, 0, 0.1), (1, 100, 0.5 + 0.1 * (method == "ligo")), (2, 200, 0.8)], seed=seed,
+                      task="deit_s_b", acc=True)
+    write_run(root, "ligo", [(0, 0, 9.0), (1, 100, 4.8), (2, 200, 4.4)], label="ligo-warmup0")
+    return analyse(root)[1]
+
+
+def lines_by_name(ax) -> dict:
+    return {ln.get_label(): ln for ln in ax.get_lines()}
+
+
+def test_a_method_keeps_its_colour_on_every_figure_and_a_variant_differs_in_style_not_colour(tmp_path):
+    from analysis.figures import Panel, panels_figure
+    curves = figure_records(tmp_path)
+    text, _ = panels_figure(curves, [Panel(("bert_small_base",), "flops", ("scratch", "ligo", "ligo-warmup0"))],
+                            "mini")
+    vision, _ = panels_figure(curves, [Panel(("deit_s_b",), "wall", ("ligo", "scratch"))], "mini")
+    a, b = lines_by_name(text.axes[0]), lines_by_name(vision.axes[0])
+    assert a["LiGO"].get_color() == b["LiGO"].get_color() != a["Scratch"].get_color()
+    assert a["Scratch"].get_color() == b["Scratch"].get_color()
+    variant, method = a["LiGO (warmup0)"], a["LiGO"]
+    assert variant.get_color() == method.get_color()
+    assert variant.get_linestyle() != method.get_linestyle() and variant.get_marker() != method.get_marker()
+
+
+def test_panel_titles_carry_the_recorded_shapes_and_the_legend_lies_outside_the_axes(tmp_path):
+    from matplotlib.transforms import Bbox
+    from analysis.figures import Panel, panels_figure
+    curves = figure_records(tmp_path)
+    every = ("scratch", "ligo", "ligo-warmup0")
+    fig, drawn = panels_figure(curves, [Panel(("bert_small_base",), "flops", every, "(a)"), Panel(("deit_s_b",))],
+                               "mini", "Figure 2: BERT (paper: BERT-Small→BERT-Base)")
+    text, vision = fig.axes
+    assert drawn and text.get_title() == "(a) BERT 2L/128 → 4L/192"
+    assert vision.get_title() == "deit_s_b"                      # records that do not say their shapes: the task
+    assert fig._suptitle.get_text() == "Figure 2: BERT (paper: BERT-Small→BERT-Base) [mini scale]"
+    fig.canvas.draw()
+    (legend,) = fig.legends
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    box = legend.get_window_extent()
+    assert not any(Bbox.intersection(box, ax.get_window_extent()) for ax in fig.axes)
+    # the caption says what the band is and over how many seeds, per line where it differs
+    names = [t.get_text() for t in legend.get_texts()]
+    assert "min–max over 2 seeds" in legend.get_title().get_text() and "LiGO (warmup0) [1]" in names
+    assert "LiGO" in names and "Scratch" in names
+
+
+def test_y_limits_come_from_the_method_curves_and_a_far_reference_line_is_written_at_the_edge(tmp_path):
+    from analysis.figures import Panel, panels_figure
+    curves = figure_records(tmp_path, unigram=30.0)
+    fig, _ = panels_figure(curves, [Panel(("bert_small_base",))], "mini")
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    assert 8.0 <= high < 9.0 and low < 4.0                       # curves after step 0 span 4.0..8.0; 30 is far
+    notes = [t.get_text() for t in ax.texts]
+    assert notes == ["↑ unigram cross-entropy: 30 (above the axis)"]
