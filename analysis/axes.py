@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.figures import color, plt, save
+from analysis.figures import color, line_styles, plt, save
 from analysis.identical import merge
-from analysis.tables import display, label_key, method_of
+from analysis.tables import display, label_key
 
 PRESET_ORDER = ("same", "warmup0", "paper_lr", "warmup0_paper_lr", "lr_tenth", "official")
 SPACES = ("D", "Q", "K", "V", "F", "H")
@@ -82,6 +82,7 @@ def recipe_figure(rows: pd.DataFrame, task: str, scale: str, out: Path, formats=
     never reached scratch's final is drawn as an open marker at the foot of the axes, seen but not read as a number."""
     rows = on_the_axis(rows)
     presets = sorted(rows["preset"].unique(), key=_preset_key)
+    styles = line_styles(rows["method"])      # LiGO (copies): LiGO's colour, a variant's line and marker
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for i, method in enumerate(sorted(rows["method"].unique(), key=label_key)):
         xs, means, lo, hi = [], [], [], []
@@ -97,14 +98,19 @@ def recipe_figure(rows: pd.DataFrame, task: str, scale: str, out: Path, formats=
             if len(g) > len(ok):        # at the foot of the axes, off the saving scale
                 ax.plot([x + offset], [0.03], marker="v", mfc="none", color=color(method), ls="none",
                         transform=ax.get_xaxis_transform())
-        ax.errorbar(xs, means, yerr=[lo, hi], color=color(method), marker="o", capsize=3, label=display(method))
+        style, marker = styles[method]
+        ax.errorbar(xs, means, yerr=[lo, hi], color=color(method), ls=style, marker=marker, capsize=3,
+                    label=display(method))
     ax.set_xticks(range(len(presets)), presets)
     ax.set_xlabel("grown model's recipe (tasks/grown_recipes.py)")
     ax.set_ylabel("FLOPs saving vs scratch (%)")
     ax.axhline(0, color="black", lw=0.8)
     ax.grid(alpha=0.3)
-    ax.set_title(f"{task} [{scale}]: saving vs the grown model's recipe\ndot: seed mean; bar: min..max over seeds;\n"
-                 "open triangle at the foot: a seed that never reached scratch's final", fontsize=8)
+    runs = rows.groupby(["method", "preset"])["seed"].nunique()
+    seeds = f"{runs.min()}" if runs.min() == runs.max() else f"{runs.min()}–{runs.max()}"
+    ax.set_title(f"{task} [{scale}]: saving vs the grown model's recipe\nmarker: seed mean; bar: min..max over "
+                 f"the seeds ({seeds} seeds run per point);\nopen triangle at the foot: a seed that never reached "
+                 "scratch's final", fontsize=8)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     return save(fig, out / f"recipes-{task}-{scale}", formats)
@@ -153,21 +159,23 @@ def twins_figure(points: pd.DataFrame, task: str, scale: str, out: Path, formats
     that are twins (top) and the twin gap, how far the nearest units are apart (bottom, log scale: exact copies sit
     at the floor, drifting ones climb, random units are near 1)."""
     spaces = [s for s in SPACES if s in set(points["space"])]
-    fig, axes = plt.subplots(2, len(spaces), figsize=(2.8 * len(spaces) + 0.8, 6.4), squeeze=False, sharex=True)
+    fig, axes = plt.subplots(2, len(spaces), figsize=(2.8 * len(spaces) + 0.8, 6.4), squeeze=False, sharex=True,
+                             layout="constrained")
     labels = sorted(points["label"].unique(), key=label_key)
+    styles = line_styles(labels)
     floor = 1e-9                     # exact copies: a gap of 0 drawn at the floor of the log axis
     for col, space in enumerate(spaces):
         for label in labels:
             p = points[(points["label"] == label) & (points["space"] == space)]
             if p.empty:
                 continue
-            style = "-" if method_of(label) == label else "--"
+            style, marker = styles[label]
             for row, (value, clip) in enumerate((("twins", None), ("gap", floor))):
                 stats = p.groupby("step")[value].agg(["mean", "min", "max"])
                 if clip:
                     stats = stats.clip(lower=clip)
                 ax = axes[row][col]
-                ax.plot(stats.index, stats["mean"], color=color(label), ls=style, marker="o", ms=2,
+                ax.plot(stats.index, stats["mean"], color=color(label), ls=style, marker=marker, ms=2.5,
                         label=p["name"].iloc[0])
                 if p["seed"].nunique() > 1:
                     ax.fill_between(stats.index, stats["min"], stats["max"], color=color(label), alpha=0.15, lw=0)
@@ -180,10 +188,17 @@ def twins_figure(points: pd.DataFrame, task: str, scale: str, out: Path, formats
             ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("added units still twins (share)")
     axes[1][0].set_ylabel("twin gap (relative distance)")
-    handles, names = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, names, fontsize=7, loc="lower center", ncol=min(4, len(names)))
-    n = points["seed"].nunique()
-    fig.suptitle(f"{task} [{scale}]: copy symmetry over training (line: mean over {n} seed(s), band: min..max; "
-                 f"twins: incoming weights within 1%; a gap of 0 drawn at {floor:g})", fontsize=9)
-    fig.tight_layout(rect=(0, 0.04 + 0.025 * ((len(names) + 3) // 4), 1, 0.95))
+    handles = {}
+    for ax in axes.flat:                 # every line once, below the panels (never over a curve)
+        for h, name in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(name, h)
+    seeds = points.groupby("name")["seed"].nunique()
+    usual = seeds.mode().max()
+    shown = [name if seeds[name] == usual else f"{name} [{seeds[name]} seed{'' if seeds[name] == 1 else 's'}]"
+             for name in handles]
+    fig.legend(list(handles.values()), shown, fontsize=7, loc="outside lower center", ncol=min(4, len(shown)),
+               frameon=False, handlelength=3.5)
+    fig.suptitle(f"{task} [{scale}]: copy symmetry over training (line: mean over {usual} seed(s), or the number in "
+                 f"brackets, band: min..max over them;\ntwins: incoming weights within 1%; a gap of 0 drawn at "
+                 f"{floor:g})", fontsize=9)
     return save(fig, out / f"twins-{task}-{scale}", formats)

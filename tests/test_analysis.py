@@ -663,3 +663,25 @@ def test_y_limits_come_from_the_method_curves_and_a_far_reference_line_is_writte
     assert 8.0 <= high < 9.0 and low < 4.0                       # curves after step 0 span 4.0..8.0; 30 is far
     notes = [t.get_text() for t in ax.texts]
     assert notes == ["↑ unigram cross-entropy: 30 (above the axis)"]
+
+
+def test_the_twins_figure_keeps_method_colours_variant_styles_and_its_legend_off_the_axes(tmp_path, monkeypatch):
+    from matplotlib.transforms import Bbox
+    from analysis import axes
+    from analysis.figures import plt
+    rows = [{"label": label, "name": name, "seed": seed, "step": step, "space": space, "twins": 1 - step / 400,
+             "gap": 1e-3 * (step + 1)}
+            for label, name, seeds in (("ligo", "LiGO", 2), ("ligo-copies", "LiGO (copies)", 1))
+            for seed in range(seeds) for step in (0, 200, 400) for space in ("D", "F")]
+    saved = []
+    monkeypatch.setattr(axes, "save", lambda fig, path, formats: saved.append(fig) or [])    # the figure, unsaved
+    axes.twins_figure(pd.DataFrame(rows), "bert_width_only", "mini", tmp_path)
+    (fig,) = saved
+    fig.canvas.draw()
+    lines = lines_by_name(fig.axes[0])
+    assert lines["LiGO"].get_color() == lines["LiGO (copies)"].get_color()
+    assert lines["LiGO"].get_linestyle() != lines["LiGO (copies)"].get_linestyle()
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["LiGO", "LiGO (copies) [1 seed]"]
+    assert not any(Bbox.intersection(legend.get_window_extent(), ax.get_window_extent()) for ax in fig.axes)
+    plt.close(fig)
