@@ -63,7 +63,8 @@ PAPER_FIGURES: dict[str, tuple[str, list[Panel]]] = {
         Panel(("bert_small_base",), "flops", ("scratch", "ligo", "ligo-tokendrop"), "(b) LiGO w/ token dropping,"),
         Panel(("bert_small_base",), "flops", ("scratch", "bert2bert", "bert2bert-staged", "ligo", "ligo-staged"),
               "(c) LiGO w/ staged training,")]),
-    "figure6": ("Depth-only and width-only growth (paper: BERT(6, 768)→BERT(12, 768), BERT(12, 512)→BERT(12, 768))", [
+    "figure6": ("Depth-only and width-only growth "
+                "(paper: BERT(6, 768)→BERT(12, 768), BERT(12, 512)→BERT(12, 768))", [
         Panel(("bert_depth_only",), "flops", title="(a) depth only:"),
         Panel(("bert_width_only",), "flops", title="(b) width only:")]),
     "figure7": ("Grown from a briefly trained small model (paper: BERT-Small→BERT-Base)", [
@@ -346,7 +347,8 @@ def _legend(fig, seeds: dict[str, int], width: float) -> tuple[int, int]:
     text = textwrap.fill(caption(seeds, set(handles) - set(seeds)), width=int(width * 72 * 0.9 / (fontsize * 0.6)),
                          break_on_hyphens=False)
     fig.legend([handles[n] for n in names], shown, loc="outside lower center", ncol=-(-len(shown) // rows),
-               fontsize=fontsize, frameon=False, handlelength=3.5, title=text, title_fontsize=fontsize + 0.5, alignment="left")
+               fontsize=fontsize, frameon=False, handlelength=3.5, title=text, title_fontsize=fontsize + 0.5,
+               alignment="left")
     return rows, text.count("\n") + 1
 
 
