@@ -75,6 +75,15 @@ def make_optimizer(model, recipe):
                              lr=recipe.lr, betas=recipe.adam_betas, eps=recipe.adam_eps, fused=fused or None)
 
 
+def make_scheduler(optimizer, recipe, total: int):
+    """The recipe's lr schedule over `total` steps (transformers.get_scheduler): warm-up, then the named decay; a
+    cosine with `min_lr` decays to it (DeiT's --min-lr) instead of to 0."""
+    if recipe.min_lr:
+        return get_scheduler("cosine_with_min_lr", optimizer, num_warmup_steps=recipe.warmup,
+                             num_training_steps=total, scheduler_specific_kwargs={"min_lr": recipe.min_lr})
+    return get_scheduler(recipe.schedule, optimizer, num_warmup_steps=recipe.warmup, num_training_steps=total)
+
+
 def set_trainable(model, family, stage: Stage) -> None:
     """Freeze every main block not in stage.trainable_blocks (None: train everything)."""
     for p in model.parameters():
@@ -240,7 +249,7 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
         model.load_state_dict(resume_from["model"])
     call = wrap_model(model, family, stage, strategies, device, parallel, compile)   # before the optimizer: FSDP
     optimizer = make_optimizer(model, recipe)                                       # swaps the parameters
-    scheduler = get_scheduler(recipe.schedule, optimizer, num_warmup_steps=recipe.warmup, num_training_steps=total)
+    scheduler = make_scheduler(optimizer, recipe, total)
     if resume_from is not None:
         # optimizer state after the scheduler is built: building it resets every group's lr to step 0's
         distributed.load_optimizer_state(model, optimizer, resume_from["optimizer"])
@@ -276,8 +285,7 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
             # the trainable set (or the model) changed, so the optimizer is rebuilt; the schedule continues
             optimizer = make_optimizer(model, recipe)
             old = scheduler.state_dict()
-            scheduler = get_scheduler(recipe.schedule, optimizer, num_warmup_steps=recipe.warmup,
-                                      num_training_steps=total)
+            scheduler = make_scheduler(optimizer, recipe, total)
             scheduler.load_state_dict(old)
             for group in optimizer.param_groups:
                 group["lr"] = scheduler.get_last_lr()[0]

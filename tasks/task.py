@@ -16,7 +16,8 @@ from tasks.rules import above, adam_betas, at_least, in_range, integer_at_least,
 
 SCALES = ("paper", "mini", "tiny")
 # the transformers.get_scheduler names the trainer can drive: built from (warmup, total steps) alone and stepped
-# without a metric (reduce_lr_on_plateau, greedy, the *_min_lr and warmup_stable_decay ones need more)
+# without a metric (reduce_lr_on_plateau, greedy, the *_min_lr and warmup_stable_decay ones need more; a cosine to a
+# floor is schedule "cosine" with the recipe's min_lr)
 SCHEDULES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
              "inverse_sqrt")
 
@@ -38,6 +39,7 @@ RECIPE_RULES = {
     "bf16": (lambda v: isinstance(v, bool), "true or false"),
     "adam_betas": adam_betas("adam_betas"),
     "adam_eps": above(0),
+    "min_lr": at_least(0, " (0: a cosine schedule decays to 0)"),
     # DeiT's recipe (tasks/data/vision.py applies it; names after facebookresearch/deit main.py's options)
     "auto_augment": (lambda v: isinstance(v, str), "a timm auto-augment policy such as rand-m9-mstd0.5-inc1, "
                                                    "or empty (off)"),
@@ -77,6 +79,9 @@ class Recipe:
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     schedule: str = "linear"      # any transformers.get_scheduler name
+    # the lr a cosine schedule decays to (DeiT main.py's --min-lr 1e-5; transformers' "cosine_with_min_lr"); 0: to 0.
+    # Left out of records at 0, so that records made before the field existed keep their fingerprints
+    min_lr: float = 0.0
     eval_every: int = 100
     eval_batches: int = 20
     log_every: int = 10
@@ -107,6 +112,9 @@ class Recipe:
             raise ValueError(f"recipe warmup ({self.warmup}) must not exceed steps ({self.steps}); "
                              f"lower it with --set warmup=N")
         object.__setattr__(self, "adam_betas", tuple(self.adam_betas))   # a list from JSON or --set: one form
+        if self.min_lr and (self.schedule != "cosine" or self.min_lr >= self.lr):
+            raise ValueError(f"recipe min_lr {self.min_lr} needs schedule cosine (it is {self.schedule}) and a value below "
+                             f"lr ({self.lr}); leave min_lr out (0) otherwise")
         for name, (default, switches) in AUGMENT_PARAMETERS.items():
             if getattr(self, name) != default and not any(self.is_on(s) for s in switches):
                 off = "it is" if len(switches) == 1 else "they are"
@@ -265,4 +273,6 @@ class Task:
             if not getattr(self, key).augments:
                 for name in AUGMENT_FIELDS:
                     d[key].pop(name)
+            if not d[key]["min_lr"]:
+                d[key].pop("min_lr")
         return d

@@ -221,3 +221,26 @@ def test_randaugment_at_full_magnitude_posterizes_to_black_instead_of_stopping_t
     ops = [op for t in data.transforms["train"].transforms for op in getattr(t, "ops", ()) if "Posterize" in op.name]
     image = Image.fromarray(np.full((8, 8, 3), 200, dtype=np.uint8))
     assert ops and all(np.asarray(op.aug_fn(image, 0)).max() == 0 for op in ops)
+
+
+def test_min_lr_ends_a_cosine_at_deits_floor_and_stays_out_of_records_at_0():
+    """DeiT's --min-lr 1e-5: the paper vision recipe's cosine decays to it (the trainer's make_scheduler), other
+    schedules refuse it in one line, and a recipe without it records no min_lr (older records keep matching)."""
+    import torch
+    from runs.trainer import make_scheduler
+    from tasks import get_task
+    from tasks.task import Recipe
+    paper = get_task("deit_s_b", scale="paper")
+    assert paper.recipe.min_lr == 1e-5 and paper.to_dict()["recipe"]["min_lr"] == 1e-5
+    assert "min_lr" not in get_task("deit_s_b", scale="mini").to_dict()["recipe"]
+    recipe = Recipe(10, 2, 1e-3, 2, schedule="cosine", min_lr=1e-5)
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=recipe.lr)
+    scheduler = make_scheduler(optimizer, recipe, 10)
+    lrs = []
+    for _ in range(10):
+        optimizer.step()
+        scheduler.step()
+        lrs.append(scheduler.get_last_lr()[0])
+    assert abs(lrs[-1] - 1e-5) < 1e-12 and max(lrs) == pytest.approx(1e-3) and min(lrs) >= 1e-5 - 1e-12
+    with pytest.raises(ValueError, match="min_lr 1e-05 needs schedule cosine"):
+        Recipe(10, 2, 1e-3, 2, schedule="linear", min_lr=1e-5)
