@@ -115,7 +115,7 @@ def line_styles(labels) -> dict[str, tuple]:
 
 def spec_text(spec) -> tuple[str, str] | None:
     """('BERT', '4L/192') from a record's task.small / task.large (family, layers, hidden); None if it lacks them."""
-    if not isinstance(spec, dict) or not all(isinstance(spec.get(k), int) for k in ("layers", "hidden")):
+    if not isinstance(spec, dict) or not all(type(spec.get(k)) is int for k in ("layers", "hidden")):   # not bool
         return None
     family = spec.get("family")
     return FAMILY_NAMES.get(family, str(family or "?")), f"{spec['layers']}L/{spec['hidden']}"
