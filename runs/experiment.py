@@ -270,6 +270,15 @@ def check_sizes(task) -> None:
             raise ValueError(f"the {which} model ({spec.short()}) needs at least {need:.3g} bytes for its float32 "
                              f"weights alone, more than this machine's {memory / 2 ** 30:.0f} GiB of memory; give "
                              f"smaller {which}.* sizes")
+    # a micro-batch's float32 input to the first block alone (tokens x hidden, or the image's pixels), made on the host
+    # (a batch_size of 1e9 failed in numpy after the record was written)
+    for key, recipe, spec in (("small_recipe.", task.small_recipe, task.small), ("", task.recipe, task.large)):
+        per_item = spec.in_chans * spec.image_size ** 2 if spec.image_size else recipe.seq_len * spec.hidden
+        need = 4 * recipe.batch_size * per_item
+        if need > memory:
+            raise ValueError(f"a micro-batch of {key}batch_size {recipe.batch_size} needs at least {need:.3g} bytes for "
+                             f"its input alone, more than this machine's {memory / 2 ** 30:.0f} GiB of memory; lower "
+                             f"{key}batch_size (grad_accum raises the batch without memory)")
 
 
 def check_inputs(task, method: GrowthMethod, seed: int, small: Path | None) -> None:

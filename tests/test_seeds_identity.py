@@ -153,6 +153,8 @@ def test_out_that_is_not_utf8_is_refused(tmp_path, capsys):
     (["large.layers=100000000"], "the large model (bert 100000000L/96H"),        # out of memory, after the record
     (["large.vocab=1000000000000", "small.vocab=1000000000000"],                 # aborted in the tokenizer's Rust
      "needs at least 2.56e+14 bytes for its float32 weights alone, more than this machine's"),
+    (["batch_size=1000000000"],                                                   # numpy MemoryError, after the record
+     "a micro-batch of batch_size 1000000000 needs at least"),
 ])
 def test_absurd_sizes_are_refused_before_anything_is_written(sizes, needle, tmp_path, capsys):
     settings = [a for s in sizes for a in ("--set", s)]
