@@ -215,7 +215,11 @@ def load_tokenizer(tokenizer: str, objective: str, source: str, path: str | None
             tdir.mkdir(parents=True, exist_ok=True)
             tmp = Path(f"{file}.{os.getpid()}.tmp")
             try:
-                raw.save(str(tmp))
+                try:
+                    raw.save(str(tmp))
+                except Exception as e:  # the Rust library's error is a bare Exception ("File too large (os error
+                    # 27)", a full disk) that names no file: name it
+                    raise OSError(f"cannot write the tokenizer cache file {file}: {e}") from None
                 os.replace(tmp, file)  # atomic: concurrent runs never read half a file
             finally:
                 tmp.unlink(missing_ok=True)
