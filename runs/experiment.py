@@ -217,9 +217,25 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
                 except CannotResume:
                     run_experiment(task.small_task(), get_method("scratch"), overwrite=True, **pretrain)
     summary = read_json(cache / SUMMARY)
+    check_cached_tokenizer(task, cache)
     model = family.load(cache / "model")
     return model, {"path": str(cache), "pretrain_flops": summary["flops"], "pretrain_wall": summary["wall"],
                    "source": "cache"}
+
+
+def check_cached_tokenizer(task, cache: Path) -> None:
+    """Refuse a cached small model whose vocabulary is not the tokenizer's this run reads the data with: the cache is
+    keyed by the tokenizer's name, and a trained tokenizer whose cache file was retrained since (a deleted cache, a
+    user corpus) may number its tokens otherwise; the small model's embeddings would then be read against the wrong
+    ids, silently. The export beside the weights holds the tokenizer it was trained with."""
+    saved = cache / "model" / "tokenizer.json"
+    if get_family(task.family).objective == "image" or not saved.exists():
+        return
+    from transformers import PreTrainedTokenizerFast
+    if PreTrainedTokenizerFast(tokenizer_file=str(saved)).get_vocab() != task.pretrain_data().tokenizer.get_vocab():
+        raise ValueError(f"the cached small model {cache} was pretrained with another {task.tokenizer or 'default'} "
+                         "vocabulary than the tokenizer this run reads the data with (the tokenizer cache was trained "
+                         "again since): move the cache entry away to pretrain it again, or pass --small")
 
 
 def reference(data, task) -> dict:

@@ -358,8 +358,10 @@ def read_losses(running: list, ckpt_path) -> list[float]:
     losses = [float(loss) for _, loss in running]
     for (step, _), loss in zip(running, losses):
         if not math.isfinite(loss):
-            raise NonFiniteLoss(f"loss became {loss} at step {step}; the last good checkpoint {ckpt_path} is kept "
-                                "(lower the learning rate or check the data)")
+            kept = (f"the last good checkpoint {ckpt_path} is kept" if ckpt_path.exists()
+                    else "no checkpoint was written yet (the first comes with the first evaluation)")
+            raise NonFiniteLoss(f"loss became {loss} at step {step}; {kept} (lower the learning rate or check the "
+                                "data)")
     return losses
 
 

@@ -213,6 +213,12 @@ def test_non_finite_loss_stops_with_message_and_keeps_checkpoint(tmp_path, capsy
     assert code == 1 and "loss became nan at step 3" in err and len(err.strip().splitlines()) == 1
     assert torch.load(out / "checkpoint.pt", weights_only=False)["state"]["step"] == 2
     assert not (out / "summary.json").exists()
+    assert f"the last good checkpoint {out / 'checkpoint.pt'} is kept" in err
+    # before the first evaluation there is no checkpoint: the line does not name one
+    early = tmp_path / "early"
+    assert run.main(["--method", "nan_at_step_3", *TINY, "--set", "eval_every=4", "--out", str(early)]) == 1
+    err = capsys.readouterr().err
+    assert "no checkpoint was written yet" in err and not (early / "checkpoint.pt").exists()
 
 
 def snapshot(path: Path) -> dict:

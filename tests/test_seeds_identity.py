@@ -180,3 +180,24 @@ def test_resume_refuses_a_config_of_the_wrong_json_types(edit, needle, interrupt
     edit(config)
     (out / "config.json").write_text(json.dumps(config))
     refused([*SCRATCH, "--out", str(out), "--resume"], needle, out, capsys)
+
+
+def test_a_cached_small_model_of_another_vocabulary_is_refused(tmp_path):
+    """The small-model cache is keyed by the tokenizer's name: a cached model whose saved tokenizer numbers tokens
+    otherwise than the tokenizer the run reads its data with (a trained tokenizer retrained since) is refused in one
+    line instead of being grown with its embeddings read against the wrong ids."""
+    import json as _json
+    from runs.experiment import check_cached_tokenizer
+    from tasks import get_task
+    task = get_task("bert_small_base", scale="tiny")
+    cache = tmp_path / "entry"
+    task.pretrain_data().tokenizer.save_pretrained(cache / "model")
+    check_cached_tokenizer(task, cache)                       # the same vocabulary: accepted
+    file = cache / "model" / "tokenizer.json"
+    saved = _json.loads(file.read_text())
+    vocab = saved["model"]["vocab"]
+    a, b = sorted(vocab, key=vocab.get)[10:12]                 # two ordinary tokens swap their ids
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    file.write_text(_json.dumps(saved))
+    with pytest.raises(ValueError, match="pretrained with another wordpiece vocabulary"):
+        check_cached_tokenizer(task, cache)
