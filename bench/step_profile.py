@@ -6,7 +6,7 @@ copies, and idle (the step's wall time in which no kernel ran: the host is the b
 
 MFU says how far a step is from the card's peak; this says why, and which change of issue 42's list the numbers ask
 for (compile, no host sync, fused AdamW, no weight casts, flash attention). Models and batches as bench/gpu_mfu.py
-(BERT-Base 128 x 128, GPT-2 Medium 16 x 1024, synthetic tokens, bf16 autocast).
+(BERT-Base 256 x 128, GPT-2 Medium 16 x 1024, synthetic tokens, bf16 autocast).
 
     python bench/step_profile.py                               # both models, eager
     python bench/step_profile.py --compile --tag compiled      # the same with torch.compile
