@@ -3,8 +3,8 @@
 #
 #   bash bench/issue42_device.sh 570      # run carry [".whl"]; needs the wheels of ../shared/device/README.md
 #
-# 1. MFU of the trainer and the raw loop, BERT-Base (256 x 128, the target shape; the "before" was 128 x 128) and GPT-2 Medium (16 x 1024), eager and compiled
-#    (bench/gpu_mfu.py; the committed eager figures from before the trainer lost its per-step host sync are the
+# 1. MFU of the trainer and the raw loop, BERT-Base (256 x 128, the target shape; the "before" was 128 x 128) and
+#    GPT-2 Medium (16 x 1024), eager and compiled (bench/gpu_mfu.py; the committed eager figures from before the trainer lost its per-step host sync are the
 #    "before": 18.1% / 16.8% MFU, trainer/raw 0.816 / 0.987 on an H200);
 # 2. where a step's GPU time goes, trainer and raw loop, eager and compiled (bench/step_profile.py);
 # 3. the input pipelines on the machine's 16 cores, text and images (crop and flip; DeiT's recipe)
