@@ -302,3 +302,12 @@ def test_bad_source_or_objective():
         load_pretrain_data("ptbb", "mlm")
     with pytest.raises(ValueError, match="does not fit"):
         load_pretrain_data("digits", "mlm")
+
+
+def test_a_vocabulary_below_the_alphabet_is_refused_before_the_tokenizer_is_cached(tmp_path):
+    """A trained tokenizer cannot be smaller than its corpus's alphabet plus the special tokens: the request is
+    refused in one line naming the size it needs, and no tokenizer file is cached (it was, before the run's refusal)."""
+    from tasks.data import load_pretrain_data
+    with pytest.raises(ValueError, match=r"vocab 20 is smaller than the \d+ tokens a wordpiece tokenizer"):
+        load_pretrain_data("ptb", "mlm", seq_len=16, vocab_size=20, tokenizer="wordpiece", cache_dir=str(tmp_path))
+    assert not any(tmp_path.rglob("tokenizer.json"))
