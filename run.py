@@ -10,13 +10,14 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import os
-import signal
 import sys
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# stop_signals_as_interrupt and stop_status are run.py's as much as the sweeps' (which import them from here)
+from runs.signals import stop_signals_as_interrupt, stop_status, stopped_by  # noqa: E402,F401
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
@@ -46,54 +47,12 @@ def resolve_device(name: str) -> str:
     return name
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_stopped_by = [signal.SIGINT]          # the signal that stopped the program (stop_signals_as_interrupt)
-
-
-@contextlib.contextmanager
-def stop_signals_as_interrupt():
-    """SIGTERM and SIGHUP (what `timeout`, batch schedulers, `docker stop` and a closed terminal send) handled as
-    Ctrl-C: each raises KeyboardInterrupt where the program is, so a run stops as on Ctrl-C (its last checkpoint
-    kept, its lock released, a write in progress taking its temporary file back) and says where it stood in one
-    line, where their default action killed it without a word. A repeat while that happens is ignored (a second
-    traceback-raising interrupt in the clean-up would be worse than a wait of a second); kill -9 still stops it. A
-    signal the caller ignores stays ignored (nohup's SIGHUP; a background job's SIGINT). The exit status is then
-    stop_status(): 128 + the signal's number, the shell's convention. Handlers are restored on leaving."""
-    import threading
-    if threading.current_thread() is not threading.main_thread():      # only the main thread may set handlers
-        yield
-        return
-
-    def stop(signum, frame):
-        _stopped_by[0] = signum
-        for s in STOP_SIGNALS:
-            signal.signal(s, signal.SIG_IGN)
-        raise KeyboardInterrupt
-
-    _stopped_by[0] = signal.SIGINT
-    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
-    for s, handler in before.items():
-        if handler in (signal.SIG_DFL, signal.default_int_handler):
-            signal.signal(s, stop)
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
-
-
-def stop_status() -> int:
-    """The exit status after KeyboardInterrupt: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP."""
-    return 128 + _stopped_by[0]
-
-
 def stop_line(message: str | None) -> str:
     """The one line for a stop: the interrupt's own message (where the run stood), with the signal named when it was
     not Ctrl-C."""
-    text = message or "interrupted"
-    if _stopped_by[0] != signal.SIGINT:
-        name = signal.Signals(_stopped_by[0]).name
-        text = text.replace("interrupted", f"interrupted by {name}", 1) if "interrupted" in text else f"{name}: {text}"
+    text, by = message or "interrupted", stopped_by()
+    if by:
+        text = text.replace("interrupted", f"interrupted{by}", 1) if "interrupted" in text else f"{by[4:]}: {text}"
     return f"error: {text}"
 
 

@@ -15,7 +15,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import sys
 import time
 from contextlib import contextmanager
@@ -24,7 +23,8 @@ from pathlib import Path
 from analysis import axes, figures, regime, tables
 from analysis.load import curves_frame, load_runs, runs_frame
 from analysis.savings import all_savings, summarize
-from runs.record import enclosing_record, signals_held
+from runs.record import enclosing_record
+from runs.signals import signals_held, stop_signals_as_interrupt, stop_status, stopped_by
 
 # the paper's tables: name -> (task, builder, caption). Table 4 (model configurations) is the task registry
 # itself (tests check it). Table 6 is written only where runs carry AdapterFusion scores (eval.json "adapters").
@@ -216,34 +216,6 @@ def staged(out: Path):
                     break
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_stopped_by = [signal.SIGINT]
-
-
-@contextmanager
-def stop_signals_as_interrupt():
-    """SIGTERM and SIGHUP (`timeout`, schedulers, a closed terminal) stop the analysis as Ctrl-C does, so that its
-    staging folder is removed and --out left as it was (run.py's function of the same name; analysis imports
-    nothing of the runner). A repeat during the clean-up is ignored; an ignored signal stays ignored."""
-    def stop(signum, frame):
-        _stopped_by[0] = signum
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
-        raise KeyboardInterrupt
-
-    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    for sig, handler in before.items():
-        if handler in (signal.SIG_DFL, signal.default_int_handler):
-            signal.signal(sig, stop)
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-
-
-def stopped_by() -> str:
-    return "" if _stopped_by[0] == signal.SIGINT else f" by {signal.Signals(_stopped_by[0]).name}"
 
 
 def check_args(args) -> str | None:
@@ -311,7 +283,7 @@ def main(argv=None) -> int:
             stale = publish(written)
     except KeyboardInterrupt:
         print(f"error: interrupted{stopped_by()}; --out {args.out} is as it was", file=sys.stderr)
-        return 128 + _stopped_by[0]
+        return stop_status()
     except OSError as e:           # a full disk, a quota, a path that cannot be written: the file and why
         print(f"error: {e.filename or f'--out {args.out}'}: {e.strerror or e}; --out {args.out} is as it was",
               file=sys.stderr)

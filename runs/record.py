@@ -16,13 +16,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from runs.lock import LOCK
+from runs.signals import signals_held
 
 CONFIG, METRICS, SUMMARY, EVAL_FILE = "config.json", "metrics.jsonl", "summary.json", "eval.json"
 # Recipe fields that say when to log and evaluate, not what is computed: the trainer's numbers at a step do not
@@ -174,31 +174,6 @@ def is_leftover(name: str) -> bool:
     writer removes them (remove_stale_temporaries)."""
     m = TEMPORARY.match(name)
     return bool(TRASH_DIR.match(name) or (m and m.group("name") in RUN_ENTRIES))
-
-
-@contextmanager
-def signals_held():
-    """Ctrl-C, SIGTERM and SIGHUP wait until the block is left (then arrive as usual): a few renames that must
-    happen together do. Outside the main thread (where Python runs no handler anyway) nothing is held."""
-    import threading
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    # Python-level handlers that note the signal, not pthread_sigmask: blocking it in this thread alone lets the
-    # kernel hand a process-directed signal to another thread (torch's, the tokenizers' pools), whose delivery
-    # still raises KeyboardInterrupt here at once
-    received = []
-    held = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    held = {s: h for s, h in held.items() if h is not signal.SIG_IGN and h is not None}   # ignored stays ignored
-    for s in held:
-        signal.signal(s, lambda signum, frame: received.append(signum))
-    try:
-        yield
-    finally:
-        for s, handler in held.items():
-            signal.signal(s, handler)
-        for s in received:                    # now delivered as usual, to the handlers the block found
-            signal.raise_signal(s)
 
 
 def clear_run(directory: Path) -> list[str]:

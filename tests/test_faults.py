@@ -19,7 +19,8 @@ import pytest
 import run
 from records import SCRATCH, write_run
 from runs.record import (ARTIFACTS, CONFIG, METRICS, RUN_ENTRIES, SUMMARY, atomic_path, clear_run, is_leftover,
-                         load_run, signals_held, write_json_atomic)
+                         load_run, write_json_atomic)
+from runs.signals import STOP_SIGNALS, signals_held
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--task", "bert_small_base", "--scale", "tiny", "--quiet", "--steps", "2"]
@@ -139,12 +140,12 @@ def test_run_py_stops_on_a_signal_in_one_line_with_128_plus_its_number(signum, m
             time.sleep(5)
         except KeyboardInterrupt:       # what run_experiment does with it
             raise RunInterrupted("interrupted at step 3; continue with --resume") from None
-    before = {s: signal.getsignal(s) for s in run.STOP_SIGNALS}
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     monkeypatch.setattr(run, "train_main", train_main)
     assert run.main(["--method", "scratch", *TINY]) == 128 + signum
     name = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
     assert capsys.readouterr().err == f"error: interrupted{name} at step 3; continue with --resume\n"
-    assert {s: signal.getsignal(s) for s in run.STOP_SIGNALS} == before      # handlers given back
+    assert {s: signal.getsignal(s) for s in STOP_SIGNALS} == before      # handlers given back
 
 
 def test_an_ignored_hangup_stays_ignored(monkeypatch):
