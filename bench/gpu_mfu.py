@@ -77,13 +77,18 @@ def window_flops(task, data, batch: int, first: int, stop: int) -> float:
     return total
 
 
-def measure(name: str, args, device) -> dict:
+def timed_task(name: str, batch: int | None, steps: int, log_every: int, bf16: bool):
+    """(task, micro-batch) of model `name` (MODELS) at paper scale with a timing recipe: `steps` steps, rows every
+    `log_every`, no evaluation inside the window, a short warm-up."""
     task_name, default_batch = MODELS[name]
-    task = get_task(task_name, scale="paper")
-    batch = args.batch or default_batch
-    task = task.with_(recipe=task.recipe.with_(steps=args.steps, batch_size=batch, log_every=args.log_every,
-                                               eval_every=10 * args.steps, eval_batches=1, bf16=args.bf16,
-                                               warmup=max(1, args.steps // 10)))
+    task, batch = get_task(task_name, scale="paper"), batch or default_batch
+    return task.with_(recipe=task.recipe.with_(steps=steps, batch_size=batch, log_every=log_every,
+                                               eval_every=10 * steps, eval_batches=1, bf16=bf16,
+                                               warmup=max(1, steps // 10))), batch
+
+
+def measure(name: str, args, device) -> dict:
+    task, batch = timed_task(name, args.batch, args.steps, args.log_every, args.bf16)
     r = task.recipe
     data = SyntheticTokens(task.objective, task.large.vocab, r.seq_len)
     timed = r.steps - 2 * r.log_every

@@ -27,11 +27,10 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from bench.cli import check_result_file, checked_device, positive_int, refused_as_one_line  # noqa: E402
-from bench.gpu_mfu import MODELS, SyntheticTokens  # noqa: E402
+from bench.gpu_mfu import MODELS, SyntheticTokens, timed_task  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from bench.throughput import raw_run, trainer_run  # noqa: E402
 from run import OneLineArgumentParser  # noqa: E402
-from tasks import get_task  # noqa: E402
 
 # first match wins; kernel names of cuBLAS/CUTLASS/cuDNN, PyTorch's native kernels and the flash/efficient attention
 CLASSES = (
@@ -90,13 +89,8 @@ def profile_loop(run, task, data, device, compile: bool) -> dict:
 
 
 def measure(name: str, args, device) -> dict:
-    task_name, default_batch = MODELS[name]
-    task = get_task(task_name, scale="paper")
-    batch = args.batch or default_batch
-    # one row at the end only (trainer_run times rows; a profile needs none), no evaluation inside the window
-    task = task.with_(recipe=task.recipe.with_(steps=args.steps, batch_size=batch, log_every=args.steps,
-                                               eval_every=10 * args.steps, eval_batches=1, bf16=args.bf16,
-                                               warmup=max(1, args.steps // 10)))
+    # one row at the end only (trainer_run times rows; a profile needs none)
+    task, batch = timed_task(name, args.batch, args.steps, args.steps, args.bf16)
     data = SyntheticTokens(task.objective, task.large.vocab, task.recipe.seq_len)
     row = {"model": name, "spec": task.large.short(), "batch": batch, "seq": task.recipe.seq_len,
            "steps": args.steps, "bf16": args.bf16, "compile": args.compile}
