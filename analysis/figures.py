@@ -365,9 +365,14 @@ def panels_figure(curves: pd.DataFrame, panels: list[Panel], scale: str, title: 
     for ax, panel in zip(axes[0], panels):
         any_drawn |= draw_panel(ax, curves, panel, scale, styles, seeds)
     rows, lines = _legend(fig, seeds, width) if any_drawn else (0, 0)
+    title_lines = 0
     if title:
-        fig.suptitle(f"{title} [{scale} scale]", fontsize=10)
-    fig.set_size_inches(width, height + 0.15 * rows + 0.14 * lines)      # the legend takes room, not the axes
+        # wrapped to the figure's width (about 12 characters an inch at 10 pt): a long paper title was cut at both
+        # edges of a two-panel figure
+        text = textwrap.fill(f"{title} [{scale} scale]", max(30, int(width * 12)))
+        fig.suptitle(text, fontsize=10)
+        title_lines = text.count("\n")
+    fig.set_size_inches(width, height + 0.15 * rows + 0.14 * lines + 0.17 * title_lines)  # room for legend, title
     return fig, any_drawn
 
 
