@@ -752,7 +752,7 @@ def case_data_cache_disk_full(p: Probe):
         resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.RLIM_INFINITY))
     res = p.runpy("--method", "scratch", "--task", "gpt2_base_medium", "--scale", "tiny", "--quiet", "--steps", "2",
                   "--out", str(d / "run"), env={"GROWBENCH_CACHE": str(d / "cache")}, preexec=limit)
-    verdict = judge_refusal(res, {})
+    verdict = judge_refusal(res, {}, rcs=(1,))        # a full disk fails the run (exit 1, README), not bad input
     if verdict[0] == "clean" and "/" not in res.error_lines[0]:
         verdict = ("wrong-exit", "no file named")
     return res, {}, verdict

@@ -224,7 +224,9 @@ def load_tokenizer(tokenizer: str, objective: str, source: str, path: str | None
                     raw.save(str(tmp))
                 except Exception as e:  # the Rust library's error is a bare Exception ("File too large (os error
                     # 27)", a full disk) that names no file: name it
-                    raise OSError(f"cannot write the tokenizer cache file {file}: {e}") from None
+                    code = re.search(r"os error (\d+)", str(e))      # keep the errno: a full disk exits 1
+                    raise OSError(int(code.group(1)) if code else 0, f"cannot write the tokenizer cache file: {e}",
+                                  str(file)) from None
                 os.replace(tmp, file)  # atomic: concurrent runs never read half a file
             finally:
                 tmp.unlink(missing_ok=True)
