@@ -383,6 +383,8 @@ class Speedometer:
                 fields["mfu"] = f"{100 * (row['flops'] - self.flops) / seconds / self.peak:.1f}%"
         if "eval_loss" in row:
             fields["eval_loss"] = f"{row['eval_loss']:.3f}"
+        if "eval_acc" in row:
+            fields["eval_acc"] = f"{row['eval_acc']:.2%}"
         self.units, self.wall, self.flops = row["units"], row["wall"], row["flops"]
         bar.set_postfix(fields, refresh=False)
         if log is not None and bar.disable:
