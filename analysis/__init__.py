@@ -1,6 +1,6 @@
 """Run records -> DataFrames -> the paper's savings tables and figures (pure functions + one CLI).
 
-    python -m analysis --runs runs/mini --out results/mini
+    python -m analysis --runs records/mini --out results/mini
 
 `load` reads records (and reports incomplete or corrupt ones), `savings` computes the cost to reach scratch's
 final quality and the savings (seed s against scratch seed s), `identical` finds labels that are one

@@ -1,6 +1,6 @@
 """Regenerate every table and figure from a directory of run records, in seconds:
 
-    python -m analysis --runs runs/mini --out results/mini
+    python -m analysis --runs records/mini --out results/mini
 
 Writes to --out: report.md (what was read, what was skipped and why, every table), the paper's tables
 (table1/2/3/5-<scale>.md/.tex), the paper's figures (figure2..8-<scale>.png/.pdf), for every task found a

@@ -16,7 +16,7 @@
 # the ablation sweeps, whose plain labels phase 1 finished, by sweep). Everything is stopped after the given
 # seconds in all; sweeps resume, so a complete run is kept and the next call continues the rest. Records, without
 # weights or checkpoints, go to $OUT/<e1|e2>-runs.tgz, logs to $OUT/<e1|e2>-logs.tgz; unpack with
-#   tar xzf e1-runs.tgz -C /tmp && cp -r /tmp/e1/* runs/mini/
+#   tar xzf e1-runs.tgz -C /tmp && cp -r /tmp/e1/* records/mini/
 # Needs the wheels of ../shared/device/README.md in .whl/ (run carry [".whl"]).
 set -uo pipefail
 which=${1:?e1 or e2}

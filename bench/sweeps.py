@@ -1,9 +1,9 @@
 """Sweep definitions: the (method, task, scale, seeds) behind every table and figure of the paper, and a runner.
 
     python -m bench.sweeps --list                                    # the sweeps and what each covers
-    python -m bench.sweeps mini --scale mini --seeds 0 1 --out runs/mini --eval mini --prune
+    python -m bench.sweeps mini --scale mini --seeds 0 1 --out records/mini --eval mini --prune
     python -m bench.sweeps bert --dry-run                            # the plan: done / resume / new / unavailable
-    python -m analysis --runs runs/mini --out results/mini           # then the tables and figures
+    python -m analysis --runs records/mini --out results/mini           # then the tables and figures
 
 Runs land in OUT/<task>-<scale>/<label>-s<seed>/ (the label names a variant, e.g. ligo-fit500; analysis reads
 it back from the directory name). A re-run skips complete runs (summary.json present) and resumes incomplete

@@ -344,7 +344,7 @@ BAD = [  # (arguments, what the one-line error must say); {tmp}: the test's dire
     ([*SCRATCH, "--resume", "--out", "{tmp}/nowhere"], "nothing to resume"),
     ([*SCRATCH, "--eval", "--set", "eval.seeds=0,0"], "seeds must be distinct integers"),
     ([*SCRATCH, "--eval", "--set", "eval.data_dir={tmp}/nowhere"], "no such directory"),
-    (["--evaluate", str(ROOT / "runs" / "mini" / "bert_small_base-mini" / "ligo-s0"), "--steps", "3"],
+    (["--evaluate", str(ROOT / "records" / "mini" / "bert_small_base-mini" / "ligo-s0"), "--steps", "3"],
      "trains nothing: drop --out, --steps"),
 ]
 
@@ -405,15 +405,15 @@ def test_resume_compares_method_settings_not_what_growing_recorded(tmp_path, cap
 
 
 OTHER_CLIS = [  # (module, arguments, what the one-line error must say): refused before anything is written
-    ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/afile"], "afile: it is a file"),
+    ("analysis", ["--runs", str(ROOT / "records" / "mini"), "--out", "{tmp}/afile"], "afile: it is a file"),
     ("analysis", ["--runs", "{tmp}/afile", "--out", "{tmp}/results"], "afile: a file, not a directory"),
-    ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/results", "--formats", "png", "jpgx"],
+    ("analysis", ["--runs", str(ROOT / "records" / "mini"), "--out", "{tmp}/results", "--formats", "png", "jpgx"],
      "--formats jpgx: not a figure format"),
     # a folder no analysis wrote (a user's files could be overwritten), the current one by an empty path, a run
-    ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/exported"], "holds files that no earlier"),
-    ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", ""], "--out: an empty path"),
+    ("analysis", ["--runs", str(ROOT / "records" / "mini"), "--out", "{tmp}/exported"], "holds files that no earlier"),
+    ("analysis", ["--runs", str(ROOT / "records" / "mini"), "--out", ""], "--out: an empty path"),
     ("analysis", ["--runs", "", "--out", "{tmp}/results"], "--runs: an empty path"),
-    ("analysis", ["--runs", str(ROOT / "runs" / "mini"), "--out", "{tmp}/arun/results"], "inside the run record"),
+    ("analysis", ["--runs", str(ROOT / "records" / "mini"), "--out", "{tmp}/arun/results"], "inside the run record"),
     ("bench.sweeps", ["bert", "--methods", "ligoo", "--dry-run"], "did you mean 'ligo'"),
     ("bench.sweeps", ["bertt", "--dry-run"], "unknown sweep 'bertt'; did you mean 'bert'"),
     ("bench.sweeps", [], "no sweep named"),
