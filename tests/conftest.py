@@ -11,6 +11,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # one cache for the whole session: tokenizers trained once, small models pretrained once
 _ROOT = Path(os.environ.setdefault("GROWBENCH_TEST_ROOT", tempfile.mkdtemp(prefix="growbench-tests-")))
 os.environ.setdefault("GROWBENCH_OUT", str(_ROOT / "runs"))
+# trained tokenizers and token-id caches too (default ~/.cache/growbench): shared with every other growbench process on
+# the machine, a tokenizer retrained there between a test's one-process run and its torchrun children would make
+# the two read other ids
+os.environ.setdefault("GROWBENCH_CACHE", str(_ROOT / "cache"))
 
 
 @pytest.fixture(autouse=True, scope="session")
