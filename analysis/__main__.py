@@ -23,7 +23,7 @@ from pathlib import Path
 from analysis import axes, figures, regime, tables
 from analysis.load import curves_frame, load_runs, runs_frame
 from analysis.savings import all_savings, summarize
-from runs.record import enclosing_record
+from runs.record import enclosing_record, process_alive
 from runs.signals import signals_held, stop_signals_as_interrupt, stop_status, stopped_by
 
 # the paper's tables: name -> (task, builder, caption). Table 4 (model configurations) is the task registry
@@ -107,16 +107,6 @@ def targets(seeds, task: str, scale: str) -> str:
 STAGING = re.compile(r"^\.(?:(?P<name>.+)\.)?(?P<kind>analysis|old)-(?P<pid>\d+)\.tmp$")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 def remove_stale_staging(folder: Path, name: str | None) -> None:
     """Delete the staging folders of analyses into `name` (None: inside --out) that were killed (SIGKILL, power cut):
     they hold only what that analysis wrote."""
@@ -124,7 +114,7 @@ def remove_stale_staging(folder: Path, name: str | None) -> None:
         return
     for entry in folder.iterdir():
         m = STAGING.match(entry.name)
-        if m and m.group("name") == name and entry.is_dir() and not _alive(int(m.group("pid"))):
+        if m and m.group("name") == name and entry.is_dir() and not process_alive(int(m.group("pid"))):
             shutil.rmtree(entry, ignore_errors=True)
 
 

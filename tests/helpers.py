@@ -81,3 +81,19 @@ def relative_logit_gap(a, b, batch: dict) -> float:
     """max |logits(a) - logits(b)| / max |logits(a)|: the issue's 'relative to the logits' scale'."""
     la, lb = logits_of(a, batch), logits_of(b, batch)
     return float((la - lb).abs().max() / la.abs().max())
+
+
+def write_image_folder(root, classes, per_split: dict, size: tuple[int, int], suffix: str = ".png"):
+    """An ImageFolder of random RGB images (as ImageNet is read: root/train/<class>/, root/val/<class>/):
+    `per_split` images per class and split, `size` (height, width), saved with `suffix` (.png or .jpg). Returns root."""
+    from pathlib import Path
+
+    import numpy as np
+    from PIL import Image
+    root, rng = Path(root), np.random.default_rng(0)
+    for split, n in per_split.items():
+        for cls in classes:
+            (root / split / cls).mkdir(parents=True)
+            for i in range(n):
+                Image.fromarray(rng.integers(0, 256, (*size, 3), dtype=np.uint8)).save(root / split / cls / f"{i}{suffix}")
+    return root

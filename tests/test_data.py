@@ -15,6 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import treebank  # noqa: E402
 
+from helpers import write_image_folder  # noqa: E402
 from tasks.data import PretrainData, batch_indices, load_pretrain_data  # noqa: E402
 from tasks.data import text as text_mod  # noqa: E402
 from tasks.data import vision as vision_mod  # noqa: E402
@@ -280,13 +281,7 @@ def test_fashion_mnist_debian_package():
 
 
 def test_imagenet_folder_batches_are_deterministic(tmp_path):
-    from PIL import Image
-    rng = np.random.default_rng(0)
-    for split in ("train", "val"):
-        for cls in ("cat", "dog"):
-            (tmp_path / split / cls).mkdir(parents=True)
-            for i in range(3):
-                Image.fromarray(rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)).save(tmp_path / split / cls / f"{i}.png")
+    write_image_folder(tmp_path, ("cat", "dog"), {"train": 3, "val": 3}, (40, 48))
     data = load_pretrain_data("imagenet", "image", path=str(tmp_path), image_size=32)
     assert (data.num_classes, data.in_chans, data.n_train, data.n_valid) == (2, 3, 6, 6)
     state = torch.get_rng_state()

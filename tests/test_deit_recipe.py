@@ -15,6 +15,7 @@ from PIL import Image
 from methods import get_method
 from models import get_family
 from runs.experiment import check_grown, run_experiment
+from helpers import write_image_folder
 from runs.record import load_run
 from tasks import get_task
 from tasks.data.vision import RA_EPOCH_MULTIPLE
@@ -31,15 +32,8 @@ DEIT_MAIN = {"auto_augment": "rand-m9-mstd0.5-inc1", "color_jitter": 0.3, "train
 @pytest.fixture(scope="module")
 def image_folder(tmp_path_factory):
     """An ImageFolder of random RGB images: 6 per class to train on (24), 2 per class held out."""
-    root = tmp_path_factory.mktemp("imagenet")
-    rng = np.random.default_rng(0)
-    for split, n in (("train", 6), ("val", 2)):
-        for c in range(CLASSES):
-            folder = root / split / f"class{c}"
-            folder.mkdir(parents=True)
-            for i in range(n):
-                Image.fromarray(rng.integers(0, 256, (20, 24, 3), dtype=np.uint8)).save(folder / f"{i}.png")
-    return root
+    return write_image_folder(tmp_path_factory.mktemp("imagenet"), [f"class{c}" for c in range(CLASSES)],
+                              {"train": 6, "val": 2}, (20, 24))
 
 
 def deit_task(folder, small_layers=1, **recipe):

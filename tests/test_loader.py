@@ -2,12 +2,12 @@
 in the trainer's order, from any step on, whatever the number of workers or the workers' own random state."""
 import os
 
-import numpy as np
 import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from helpers import write_image_folder  # noqa: E402
 from runs import distributed  # noqa: E402
 from tasks import get_task  # noqa: E402
 from tasks.data import PretrainData, load_pretrain_data  # noqa: E402
@@ -23,14 +23,8 @@ def mlm():
 @pytest.fixture(scope="module")
 def image_folder(tmp_path_factory):
     """An ImageFolder (train/ and val/, two classes) of small random JPEGs, read as ImageNet."""
-    from PIL import Image
-    root = tmp_path_factory.mktemp("imagenet")
-    rng = np.random.default_rng(0)
-    for split in ("train", "val"):
-        for cls in ("cat", "dog"):
-            (root / split / cls).mkdir(parents=True)
-            for i in range(4):
-                Image.fromarray(rng.integers(0, 256, (30, 40, 3), dtype=np.uint8)).save(root / split / cls / f"{i}.jpg")
+    root = write_image_folder(tmp_path_factory.mktemp("imagenet"), ("cat", "dog"), {"train": 4, "val": 4}, (30, 40),
+                              ".jpg")
     return load_pretrain_data("imagenet", "image", path=str(root), image_size=16)
 
 

@@ -73,7 +73,7 @@ def killed_after_its_last_checkpoint(out, *extra):
     return out
 
 
-def refused(args, needle, out, capsys):
+def assert_refused(args, needle, out, capsys):
     capsys.readouterr()
     before = snapshot(out)
     assert run.main(args) == 2
@@ -101,7 +101,7 @@ def test_resume_refuses_a_checkpoint_of_another_run(tmp_path, capsys):
     checkpoint = torch.load(mine / "checkpoint.pt", weights_only=False)
     assert checkpoint["logged_step"] == 8 and len(checkpoint["run"]) == 40
     (mine / "checkpoint.pt").write_bytes((other / "checkpoint.pt").read_bytes())
-    refused([*SCRATCH, "--set", "lr=3e-4", "--out", str(mine), "--resume"], "was written by another run", mine, capsys)
+    assert_refused([*SCRATCH, "--set", "lr=3e-4", "--out", str(mine), "--resume"], "was written by another run", mine, capsys)
     # a run of the same settings is the same computation: its checkpoint continues this one exactly
     same = killed_after_its_last_checkpoint(tmp_path / "same")
     (same / "checkpoint.pt").write_bytes((other / "checkpoint.pt").read_bytes())
@@ -117,7 +117,7 @@ def test_resume_refuses_rows_that_do_not_reach_the_checkpoint(lost, needle, tmp_
     out = killed_after_its_last_checkpoint(tmp_path / "run")
     rows = (out / "metrics.jsonl").read_text().splitlines(keepends=True)
     (out / "metrics.jsonl").write_text("".join(r for r in rows if json.loads(r)["step"] not in lost))
-    refused([*SCRATCH, "--out", str(out), "--resume"], needle, out, capsys)
+    assert_refused([*SCRATCH, "--out", str(out), "--resume"], needle, out, capsys)
 
 
 def test_resume_refuses_a_checkpoint_older_than_the_record_and_notes_one_without_identity(tmp_path, capsys):
@@ -125,7 +125,7 @@ def test_resume_refuses_a_checkpoint_older_than_the_record_and_notes_one_without
     checkpoint = torch.load(out / "checkpoint.pt", weights_only=False)
     older = {**checkpoint, "logged_step": 4, "state": {**checkpoint["state"], "step": 4}}
     torch.save(older, out / "checkpoint.pt")
-    refused([*SCRATCH, "--out", str(out), "--resume"], "goes on to step 8, past the evaluation after", out, capsys)
+    assert_refused([*SCRATCH, "--out", str(out), "--resume"], "goes on to step 8, past the evaluation after", out, capsys)
     # written before checkpoints carried their run: continued, and said so
     torch.save({k: v for k, v in checkpoint.items() if k not in ("run", "logged_step")}, out / "checkpoint.pt")
     capsys.readouterr()
@@ -141,12 +141,12 @@ def test_out_inside_another_run_is_refused(tmp_path, capsys):
     for name in ("config.json", "metrics.jsonl"):      # what makes a directory a run record (enclosing_record)
         (record / name).write_text("{}\n")
     for nested in (record / "mine", record / "model" / "mine"):
-        refused([*SCRATCH, "--out", str(nested)], f"is inside the run record {record}", tmp_path, capsys)
+        assert_refused([*SCRATCH, "--out", str(nested)], f"is inside the run record {record}", tmp_path, capsys)
 
 
 def test_out_that_is_not_utf8_is_refused(tmp_path, capsys):
     bad = str(tmp_path) + "/run-\udcff"            # how Python hands over argv bytes that are not UTF-8
-    refused([*SCRATCH, "--out", bad], "is not valid UTF-8", tmp_path, capsys)
+    assert_refused([*SCRATCH, "--out", bad], "is not valid UTF-8", tmp_path, capsys)
 
 
 @pytest.mark.parametrize("sizes,needle", [
@@ -158,7 +158,7 @@ def test_out_that_is_not_utf8_is_refused(tmp_path, capsys):
 ])
 def test_absurd_sizes_are_refused_before_anything_is_written(sizes, needle, tmp_path, capsys):
     settings = [a for s in sizes for a in ("--set", s)]
-    refused([*SCRATCH, *settings, "--out", str(tmp_path / "run")], needle, tmp_path, capsys)
+    assert_refused([*SCRATCH, *settings, "--out", str(tmp_path / "run")], needle, tmp_path, capsys)
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +179,7 @@ def test_resume_refuses_a_config_of_the_wrong_json_types(edit, needle, interrupt
     config = json.loads((out / "config.json").read_text())
     edit(config)
     (out / "config.json").write_text(json.dumps(config))
-    refused([*SCRATCH, "--out", str(out), "--resume"], needle, out, capsys)
+    assert_refused([*SCRATCH, "--out", str(out), "--resume"], needle, out, capsys)
 
 
 def test_a_cached_small_model_of_another_vocabulary_is_refused(tmp_path):
