@@ -3,6 +3,7 @@
     python -m bench.sweeps --list                                    # the sweeps and what each covers
     python -m bench.sweeps mini --scale mini --seeds 0 1 --out records/mini --eval mini --prune
     python -m bench.sweeps bert --dry-run                            # the plan: done / resume / new / unavailable
+    python -m bench.sweeps recipes --runs ligo-warmup0 --seeds 0     # one run of a sweep, by its label
     python -m analysis --runs records/mini --out results/mini           # then the tables and figures
 
 Runs land in OUT/<task>-<scale>/<label>-s<seed>/ (the label names a variant, e.g. ligo-fit500; analysis reads
@@ -194,23 +195,27 @@ SWEEPS["all"] = Sweep("all", "every table and figure",
                                      for e in s.entries(scale)])
 
 
-def plan(names: list[str], scale: str, seeds: list[int], only: list[str] | None = None) -> list[tuple[Entry, int]]:
-    """(entry, seed) pairs of the named sweeps, without repeats (sweeps share runs, e.g. scratch)."""
+def plan(names: list[str], scale: str, seeds: list[int], only: list[str] | None = None,
+         labels: list[str] | None = None) -> list[tuple[Entry, int]]:
+    """(entry, seed) pairs of the named sweeps, without repeats (sweeps share runs, e.g. scratch); `only`: these
+    methods, `labels`: these runs (their directory labels, e.g. ligo-warmup0), in the sweeps' order."""
     seen, out = set(), []
     for name in names:
         if name not in SWEEPS:
             from models.family import unknown     # (imports torch: only when there is something to say)
             raise KeyError(unknown("sweep", name, SWEEPS))
-    used = {e.method for name in names for e in SWEEPS[name].entries(scale)}
-    for method in only or []:      # a typo must not silently select nothing
-        if method not in used:
-            from models.family import unknown
-            raise KeyError(unknown("method", method, used) + f" (in sweeps {', '.join(names)})")
+    entries = [e for name in names for e in SWEEPS[name].entries(scale)]
+    for what, given, used in (("method", only, {e.method for e in entries}),
+                              ("run label", labels, {e.name for e in entries})):
+        for item in given or []:      # a typo must not silently select nothing
+            if item not in used:
+                from models.family import unknown
+                raise KeyError(unknown(what, item, used) + f" (in sweeps {', '.join(names)})")
     for name in names:
         for e in SWEEPS[name].entries(scale):
             for seed in seeds:
                 key = (e.task, e.name, seed)
-                if key not in seen and (not only or e.method in only):
+                if key not in seen and (not only or e.method in only) and (not labels or e.name in labels):
                     seen.add(key)
                     out.append((e, seed))
     return out
@@ -321,7 +326,8 @@ def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tup
 def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = None, out: Path | None = None,
               only: list[str] | None = None, dry_run: bool = False, prune_done: bool = False,
               device: str = "cpu", common: tuple = (), eval_suites: list[str] | None = None,
-              eval_settings: tuple[str, ...] = (), log=print) -> dict[str, list[str]]:
+              eval_settings: tuple[str, ...] = (), log=print, labels: list[str] | None = None
+              ) -> dict[str, list[str]]:
     """Run (or with dry_run, list) every (entry, seed) of the named sweeps, evaluate them downstream on
     `eval_suites` (and the small models they grew from) with `eval_settings` ("KEY=VALUE" of
     tasks.evals.EvalOptions, run.py's --set eval.KEY=VALUE), prune; returns runs by outcome."""
@@ -338,7 +344,7 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
     if eval_suites:
         from tasks.evals import EvalOptions
         eval_options = EvalOptions.parse(list(eval_settings), device=device)
-    todo = plan(names, scale, seeds, only)
+    todo = plan(names, scale, seeds, only, labels)
     check_plan(todo, Path(out), scale, common, eval_suites, eval_options)
     at: list = []
     if dry_run:
@@ -428,6 +434,8 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", help="default: 0 1 (paper scale: 0)")
     p.add_argument("--out", help="root of the run directories (default: runs/out)")
     p.add_argument("--methods", nargs="+", help="only these methods")
+    p.add_argument("--runs", nargs="+", metavar="LABEL", help="only these runs, by the label their directories "
+                   "carry before -s<seed> (e.g. ligo-warmup0 stackbert-warmup0; --list shows them)")
     p.add_argument("--device", default="auto", help="auto (cuda when available) | cpu | cuda")
     p.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     p.add_argument("--prune", action="store_true", help="delete checkpoints and weights of complete runs "
@@ -483,7 +491,7 @@ def sweep_main(args) -> int:
     common = tuple(split_item(item) for item in train_settings)
     check_repeated(common)
     result = run_sweep(args.names, args.scale, args.seeds, args.out, args.methods, args.dry_run, args.prune,
-                       args.device, common, args.eval, tuple(eval_settings))
+                       args.device, common, args.eval, tuple(eval_settings), labels=args.runs)
     print("; ".join(f"{k}: {len(v)}" for k, v in result.items() if v))
     for line in result["stale"] + result["unavailable"] + result["failed"]:
         print(f"  {line}")

@@ -416,6 +416,8 @@ OTHER_CLIS = [  # (module, arguments, what the one-line error must say): refused
     ("analysis", ["--runs", str(ROOT / "records" / "mini"), "--out", "{tmp}/arun/results"], "inside the run record"),
     ("bench.sweeps", ["bert", "--methods", "ligoo", "--dry-run"], "did you mean 'ligo'"),
     ("bench.sweeps", ["bertt", "--dry-run"], "unknown sweep 'bertt'; did you mean 'bert'"),
+    ("bench.sweeps", ["recipes", "--runs", "ligo-warmupO", "--dry-run"],
+     "unknown run label 'ligo-warmupO'; did you mean 'ligo-warmup0'"),
     ("bench.sweeps", [], "no sweep named"),
     ("bench.sweeps", ["bert", "--out", "{tmp}/arun/sweep", "--dry-run"], "inside the run record"),
     # what would fail each run after training (or fail every run) is refused before the first one

@@ -15,6 +15,10 @@ def test_sweep_labels_match_figures_and_resume_status(tmp_path):
             assert set(p.labels or ()) <= labels, p
     todo = plan(["bert", "ligo_init"], "mini", [0, 1])
     assert len(todo) == len({(e.task, e.name, s) for e, s in todo}) == 20      # shared runs listed once
+    chosen = plan(["recipes"], "mini", [0, 1], labels=["stackbert-warmup0", "ligo-warmup0"])   # --runs
+    assert [(e.name, s) for e, s in chosen] == [("ligo-warmup0", 0), ("ligo-warmup0", 1), ("stackbert-warmup0", 0),
+                                                ("stackbert-warmup0", 1)]
+    assert dict(chosen[0][0].settings)["grown_recipe"] == "warmup0"
     d = run_dir(tmp_path, todo[0][0], "mini", 0)
     assert status(d) == "new"
     write_run(tmp_path, "scratch", SCRATCH[:2], complete=False)
