@@ -4,6 +4,9 @@
   preset (config.json `grown_recipe`, tasks/grown_recipes.py): the FLOPs saving against scratch's own-recipe run,
   mean ± std over seeds, the figure's bars min..max over seeds. Written where a task has runs of some preset other
   than `same`: recipes-<task>-<scale>.md/.tex/.png/.pdf.
+- `recipe_curve_table`: where the curves stand under each preset (the eval metric at steps 0, 50, 200 and at the
+  end), the comparison that remains when a preset leaves every run short of scratch's final:
+  recipe-curves-<task>-<scale>.md/.tex.
 - `twins_table` / `twins_figure`: per label, the share of added units still twins of another unit (models/twins.py),
   per space, at step 0 and at the last evaluation, and over training (mean over seeds, band min..max). Written where a
   task's records carry the measure (pairs that grow width): twins-<task>-<scale>.md/.tex/.png/.pdf.
@@ -73,6 +76,34 @@ def recipe_table(rows: pd.DataFrame) -> pd.DataFrame:
             else:
                 std = f" ± {100 * ok.std(ddof=1):.1f}" if len(ok) > 1 else ""
                 cells[preset] = f"{100 * ok.mean():.1f}%{std} ({len(ok)}/{len(g)})"
+        out.append(cells)
+    return pd.DataFrame(out)
+
+
+def recipe_curve_table(curves: pd.DataFrame, rows: pd.DataFrame, task: str, scale: str,
+                       steps: tuple[int, ...] = (0, 50, 200)) -> pd.DataFrame:
+    """Where each method's curve stands under each preset, which a saving cannot say when no run reaches scratch's
+    final (a lower peak lr at a mini budget): per (method, preset) on the axis, and scratch under the task's recipe,
+    the eval metric (loss for text, accuracy for images) at `steps` and at the end, mean over the seeds that logged
+    that step ("--" where none did: runs evaluated every 200 steps have no step 50)."""
+    cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
+    metric = "eval_loss" if cur["eval_loss"].notna().any() else "eval_acc"
+    rows = on_the_axis(rows)
+    label_of = {(r["method"], r["preset"]): (r["method"] if r["preset"] == "same" else f"{r['method']}-{r['preset']}")
+                for _, r in rows.iterrows()}
+    order = [("scratch", "task's")] + sorted(label_of, key=lambda mp: (_preset_key(mp[1]), label_key(mp[0])))
+    out = []
+    for method, preset in order:
+        label = label_of.get((method, preset), method)
+        c = cur[cur["label"] == label]
+        if c.empty:
+            continue
+        cells = {"Recipe": preset, "Method": display(method)}
+        for step in (*steps, None):
+            at = c.sort_values("step").groupby("seed").last() if step is None else c[c["step"] == step]
+            values = at[metric].dropna()
+            cells["end" if step is None else f"step {step}"] = f"{values.mean():.3f}" if len(values) else "--"
+        cells["Seeds"] = str(c["seed"].nunique())
         out.append(cells)
     return pd.DataFrame(out)
 

@@ -40,6 +40,7 @@ from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, Run, is_leftover, l
 
 SEED_SUFFIX = re.compile(r"^(?P<label>.+)-s(?P<seed>\d+)$")
 SMALL_SUFFIX = ":small"
+SAME_RECIPE = "same"      # the grown-recipe preset that changes nothing, as records name it (config grown_recipe)
 
 
 @dataclass(frozen=True)
@@ -322,6 +323,28 @@ def grown_recipe(run: Run) -> tuple[str | None, dict]:
     return recorded.get("name"), changes if isinstance(changes, dict) else {}
 
 
+def scratch_recipes(runs: list[Run]) -> dict[tuple[str, str], dict | None]:
+    """(task, scale) -> the training recipe of the task's scratch run (the first one read)."""
+    scratch = {}
+    for r in runs:
+        t, s, role, _, _ = identity(r)
+        if role == "large" and r.config["method"]["name"] == "scratch":
+            scratch.setdefault((t, s), r.config["task"].get("recipe"))
+    return scratch
+
+
+def recipe_preset(run: Run, scratch_recipe: dict | None) -> str | None:
+    """The grown-recipe preset a growth run trained under: the recorded one, or, for a record made before the field
+    existed, `same` when it trained with exactly its task's scratch recipe (what `same` is; when to log aside), so
+    that such records stand in the `same` column of the recipe axis; None for scratch, the small models, an
+    untrained run and an unrecorded recipe that differs (a flagged mismatch, not a preset)."""
+    name = grown_recipe(run)[0]
+    if (name is None and run.config.get("small") and trained(run) and scratch_recipe is not None
+            and without_logging(run.config["task"].get("recipe") or {}) == without_logging(scratch_recipe)):
+        return SAME_RECIPE
+    return name
+
+
 def recipe_mismatches(runs: list[Run]) -> list[Problem]:
     """Savings compare a method with scratch under one training recipe; a run trained under another recipe than
     its task's scratch run is kept but flagged, naming the fields that differ, since its saving then compares two
@@ -329,11 +352,7 @@ def recipe_mismatches(runs: list[Run]) -> list[Problem]:
     credits the method with a tuning scratch did not get. Two differences are not flagged: the fields a run's
     named grown recipe declares it changed (config.json `grown_recipe`: a labelled variant, "LiGO (warmup0)", whose
     saving is by design against scratch's own recipe), and when to log (runs.record.LOGGING_FIELDS)."""
-    scratch = {}
-    for r in runs:
-        t, s, role, _, _ = identity(r)
-        if role == "large" and r.config["method"]["name"] == "scratch":
-            scratch.setdefault((t, s), r.config["task"].get("recipe"))
+    scratch = scratch_recipes(runs)
     out = []
     for r in runs:
         t, s, role, _, _ = identity(r)
@@ -436,7 +455,7 @@ def seconds_per_flop(metrics: list[dict]) -> float | None:
 
 def runs_frame(runs: list[Run]) -> pd.DataFrame:
     """One row per run: identity, final metrics, total cost, fit cost, the small model's pretraining cost."""
-    rows = []
+    rows, scratch = [], scratch_recipes(runs)
     for r in runs:
         task, scale, role, label, seed = identity(r)
         first = min(r.metrics, key=lambda m: m["step"])
@@ -468,7 +487,7 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "small_recipe": r.config["task"].get("small_recipe") or {},
             "world_size": (r.config.get("distributed") or {}).get("world_size") or 1,
             "seconds_per_flop": seconds_per_flop(r.metrics),
-            "grown_recipe": grown_recipe(r)[0],
+            "grown_recipe": recipe_preset(r, scratch.get((task, scale))),
         })
     cols = ["task", "scale", "role", "label", "method", "seed", "dir", "final_loss", "final_acc", "flops",
             "wall", "steps", "trained", "fit_flops", "fit_wall_missing", "init_loss", "init_acc", "has_small", "pretrain_flops",

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from analysis.axes import recipe_rows, recipe_table
+from analysis.axes import recipe_curve_table, recipe_rows, recipe_table
 from analysis.load import curves_frame, load_runs, runs_frame
 from analysis.savings import all_savings, summarize
 from analysis.tables import display, savings_table
@@ -112,6 +112,33 @@ def test_analysis_compares_a_declared_variant_with_scratch_and_flags_an_undeclar
     assert table.loc["LiGO (warmup0)", "Savings excl. fit (FLOPs)"] == "75.0%"
     axis = recipe_table(recipe_rows(seeds, r, "bert_small_base", "mini")).set_index("Method")
     assert axis.loc["LiGO", "same"] == "47.5% (1/1)" and axis.loc["LiGO", "warmup0"] == "72.5% (1/1)"
+
+
+def test_a_record_older_than_the_axis_is_same_only_when_it_trained_with_scratchs_recipe(tmp_path):
+    """Growth runs recorded before config `grown_recipe` existed stand in the `same` column when their recipe is
+    scratch's (when to log aside); one with another recipe stays off the axis (a flagged mismatch), scratch and a
+    small model are never on it. The curve table then says where each start stands when a preset reaches nothing."""
+    base = {"lr": 1e-3, "warmup": 100, "eval_every": 200}
+    write_run(tmp_path, "scratch", SCRATCH, recipe=base)
+    write_run(tmp_path, "ligo", [(0, 10, 7.0), (2, 210, 5.5), (4, 410, 3.9)], recipe={**base, "eval_every": 100},
+              small={"pretrain_flops": 1.0})                              # old: no grown_recipe, scratch's recipe
+    write_run(tmp_path, "ligo", [(0, 10, 7.0), (2, 210, 5.0), (4, 410, 4.5)], label="ligo-paper_lr",
+              recipe={**base, "lr": 2e-4}, small={"pretrain_flops": 1.0},
+              grown_recipe={"name": "paper_lr", "changes": {"lr": 2e-4}})
+    write_run(tmp_path, "ligo", [(0, 10, 7.0), (4, 410, 3.0)], label="ligo-tuned", recipe={**base, "lr": 5e-4},
+              small={"pretrain_flops": 1.0})                              # old, another lr: no preset
+    runs, problems = load_runs(tmp_path)
+    assert [(p.kind, p.dir.name) for p in problems] == [("mismatch", "ligo-tuned-s0")]
+    r, c = runs_frame(runs), curves_frame(runs)
+    assert dict(zip(r["label"], r["grown_recipe"].fillna("--"))) == {
+        "scratch": "--", "ligo": "same", "ligo-paper_lr": "paper_lr", "ligo-tuned": "--"}
+    axis = recipe_rows(all_savings(c, r), r, "bert_small_base", "mini")
+    assert sorted(zip(axis["method"], axis["preset"])) == [("ligo", "paper_lr"), ("ligo", "same")]
+    curves = recipe_curve_table(c, axis, "bert_small_base", "mini", steps=(0, 2)).set_index(["Recipe", "Method"])
+    assert curves.loc[("same", "LiGO"), "step 2"] == "5.500" and curves.loc[("same", "LiGO"), "end"] == "3.900"
+    assert curves.loc[("paper_lr", "LiGO"), "step 2"] == "5.000" and curves.loc[("paper_lr", "LiGO"), "end"] == "4.500"
+    assert curves.loc[("task's", "Scratch"), "step 0"] == f"{SCRATCH[0][2]:.3f}"
+    assert list(curves.index.get_level_values(0)) == ["task's", "same", "paper_lr"]
 
 
 def test_analysis_prints_the_headline_savings(tmp_path, capsys):
