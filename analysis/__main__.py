@@ -344,7 +344,8 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
             written += axes.recipe_figure(rows, task, scale, out, args.formats)
             report += [markdown(df, caption), "", f"![recipes](recipes-{task}-{scale}.png)", ""]
             df = axes.recipe_curve_table(curves, rows, task, scale)
-            caption = (f"{task} [{scale}]: where the curves stand under each grown recipe (eval metric, seed mean, at "
+            caption = (f"{task} [{scale}]: where the curves stand under each grown recipe (eval loss, accuracy for "
+                       "images; seed mean, at "
                        "the steps named and at the end; scratch with the task's recipe): the order of the starts when "
                        "a recipe leaves every one short of scratch's final")
             written += write_table(df, out, f"recipe-curves-{task}-{scale}", caption)

@@ -84,10 +84,12 @@ def recipe_curve_table(curves: pd.DataFrame, rows: pd.DataFrame, task: str, scal
                        steps: tuple[int, ...] = (0, 50, 200)) -> pd.DataFrame:
     """Where each method's curve stands under each preset, which a saving cannot say when no run reaches scratch's
     final (a lower peak lr at a mini budget): per (method, preset) on the axis, and scratch under the task's recipe,
-    the eval metric (loss for text, accuracy for images) at `steps` and at the end, mean over the seeds that logged
+    the eval metric (loss for text, accuracy for images: what savings are read on) at `steps` and at the end, mean over the seeds that logged
     that step ("--" where none did: runs evaluated every 200 steps have no step 50)."""
     cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
-    metric = "eval_loss" if cur["eval_loss"].notna().any() else "eval_acc"
+    # the metric savings are read on: accuracy where the task logs it (vision runs log a loss too), else the loss
+    metric = "eval_acc" if cur["eval_acc"].notna().any() else "eval_loss"
+    shown = (lambda v: f"{100 * v:.2f}%") if metric == "eval_acc" else (lambda v: f"{v:.3f}")
     rows = on_the_axis(rows)
     label_of = {(r["method"], r["preset"]): (r["method"] if r["preset"] == "same" else f"{r['method']}-{r['preset']}")
                 for _, r in rows.iterrows()}
@@ -102,7 +104,7 @@ def recipe_curve_table(curves: pd.DataFrame, rows: pd.DataFrame, task: str, scal
         for step in (*steps, None):
             at = c.sort_values("step").groupby("seed").last() if step is None else c[c["step"] == step]
             values = at[metric].dropna()
-            cells["end" if step is None else f"step {step}"] = f"{values.mean():.3f}" if len(values) else "--"
+            cells["end" if step is None else f"step {step}"] = shown(values.mean()) if len(values) else "--"
         cells["Seeds"] = str(c["seed"].nunique())
         out.append(cells)
     return pd.DataFrame(out)
