@@ -43,9 +43,9 @@ def recipe_rows(seeds: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str) 
         base = run["label"].removesuffix(f"-{preset}") if preset != "same" else run["label"]
         got = s[(s["label"] == run["label"]) & (s["seed"] == run["seed"])] if not s.empty else s
         saving = float(got["saving_flops"].iloc[0]) if len(got) else math.nan
-        rows.append({"method": base, "preset": preset, "seed": run["seed"], "saving": saving,
+        rows.append({"method": base, "preset": preset, "label": run["label"], "seed": run["seed"], "saving": saving,
                      "reached": bool(len(got) and got["reached"].iloc[0])})
-    return pd.DataFrame(rows, columns=["method", "preset", "seed", "saving", "reached"])
+    return pd.DataFrame(rows, columns=["method", "preset", "label", "seed", "saving", "reached"])
 
 
 def has_recipe_axis(rows: pd.DataFrame) -> bool:
@@ -84,15 +84,14 @@ def recipe_curve_table(curves: pd.DataFrame, rows: pd.DataFrame, task: str, scal
                        steps: tuple[int, ...] = (0, 50, 200)) -> pd.DataFrame:
     """Where each method's curve stands under each preset, which a saving cannot say when no run reaches scratch's
     final (a lower peak lr at a mini budget): per (method, preset) on the axis, and scratch under the task's recipe,
-    the eval metric (loss for text, accuracy for images: what savings are read on) at `steps` and at the end, mean over the seeds that logged
-    that step ("--" where none did: runs evaluated every 200 steps have no step 50)."""
+    the eval metric (loss for text, accuracy for images: what savings are read on) at `steps` and at the end, mean
+    over the seeds that logged that step ("--" where none did: runs evaluated every 200 steps have no step 50)."""
     cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
     # the metric savings are read on: accuracy where the task logs it (vision runs log a loss too), else the loss
     metric = "eval_acc" if cur["eval_acc"].notna().any() else "eval_loss"
     shown = (lambda v: f"{100 * v:.2f}%") if metric == "eval_acc" else (lambda v: f"{v:.3f}")
     rows = on_the_axis(rows)
-    label_of = {(r["method"], r["preset"]): (r["method"] if r["preset"] == "same" else f"{r['method']}-{r['preset']}")
-                for _, r in rows.iterrows()}
+    label_of = dict(zip(zip(rows["method"], rows["preset"]), rows["label"]))      # the run label of each point
     order = [("scratch", "task's")] + sorted(label_of, key=lambda mp: (_preset_key(mp[1]), label_key(mp[0])))
     out = []
     for method, preset in order:
