@@ -8,7 +8,8 @@ computation, `regime` checks each task's learning regime, `tables` and `figures`
 layout. Nothing here imports
 models/, methods/ or tasks/; of runs/ only the record reader (see analysis/load.py for why).
 """
-from analysis.load import Problem, curves_frame, load_runs, runs_frame
+from analysis.frames import curves_frame, runs_frame
+from analysis.load import Problem, load_runs
 from analysis.savings import all_savings, cost_to_reach, seed_savings, summarize, target_metric
 
 __all__ = ["Problem", "all_savings", "cost_to_reach", "curves_frame", "load_runs", "runs_frame", "seed_savings",

@@ -21,7 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from analysis import axes, figures, regime, tables
-from analysis.load import curves_frame, load_runs, runs_frame
+from analysis.frames import curves_frame, runs_frame
+from analysis.load import load_runs
 from analysis.savings import all_savings, summarize
 from runs.record import enclosing_record, process_alive
 from runs.signals import signals_held, stop_signals_as_interrupt, stop_status, stopped_by

@@ -4,7 +4,7 @@ Two runs are the same computation when their step-0 rows logged the same fingerp
 initial weights, training plan and signature, task, strategies and seed), or when a sweep recorded one as the
 other's twin (config "same_computation_as", bench/sweeps.py) instead of computing it again. Records made before
 the fingerprint was logged are matched by their curves instead: two runs of one seed, neither with a
-fingerprint, whose every evaluation point is bit-equal (analysis.load.curve_digest). Two *labels* of a
+fingerprint, whose every evaluation point is bit-equal (analysis.frames.curve_digest). Two *labels* of a
 task are merged (one table row "StackBERT = Net2Net", one figure line) when they ran the same seeds and are one
 computation seed for seed; labels that coincide on some seeds only stay apart and are marked (`partial`).
 Only the records decide: no method is named here.
@@ -54,7 +54,7 @@ def _computations(runs: pd.DataFrame) -> dict[tuple[str, int], tuple[str, int]]:
 
 
 def merge(runs: pd.DataFrame) -> Merged:
-    """Group the large-model labels of one task and scale (`runs`: analysis.load.runs_frame rows of it, or its
+    """Group the large-model labels of one task and scale (`runs`: analysis.frames.runs_frame rows of it, or its
     curves_frame rows, which carry the same two columns per run)."""
     large = runs[runs["role"] == "large"].drop_duplicates(["label", "seed"])
     comp = _computations(large)

@@ -9,7 +9,7 @@ of accuracy above the small model. Every task: LiGO's default operator fit (the 
 most 2% of scratch's total FLOPs (the paper's "negligible", §4.1).
 
 A check is taken on the worst seed (a regime claim must hold for every seed). Missing data is "n/a (why)",
-never a pass. Works on analysis.load.runs_frame alone.
+never a pass. Works on analysis.frames.runs_frame alone.
 """
 from __future__ import annotations
 

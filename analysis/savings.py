@@ -6,7 +6,7 @@ to reach scratch's final quality, against what scratch spent.
   last evaluation point). A method seed without a scratch run of the same seed gets no saving (`note` says
   "no scratch s<N>"): dividing by another seed's cost, or by a seed-mean curve, would mix two comparisons.
 - Cost to reach the target: cumulative FLOPs (wall seconds) at the first evaluation point that measured the full
-  large model (`full_model`, analysis/load.py) and reaches the target, interpolated linearly from the full-model
+  large model (`full_model`, analysis/frames.py) and reaches the target, interpolated linearly from the full-model
   point before it. An intermediate, shallower stage (MSLT, staged training) never counts. Cumulative FLOPs
   include the operator fit (step 0 is logged after the fit, its flops are the fit's cost); a grown model already
   at the target at step 0 costs just the fit. A run that never reaches it has cost NaN and `reached=False`.

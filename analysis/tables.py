@@ -40,7 +40,7 @@ SPEED_NOTE = (f"‡ the machine ran this method's training (a seed of it) more t
 DRAWS_NOTE = ("§ the growth operator's random draws (its seed) were seed 0's in the seeds named: records made "
               "before a run's --seed reached its method (config.json method.config.seed); the spread over seeds then "
               "leaves out the operator's; `python -m bench.sweeps` reports them stale and re-runs them once moved away")
-FIT_STEPS_LABEL = re.compile(r"^ligo(-fit\d+)?$")   # bench/sweeps.py names Table 3's runs ligo-fit<N>
+FIT_STEPS_LABEL = re.compile(r"^ligo(-fit\d+)?$")   # bench/sweep_registry.py names Table 3's runs ligo-fit<N>
 
 
 def method_of(label: str) -> str:

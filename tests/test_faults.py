@@ -320,7 +320,8 @@ def test_a_record_of_the_wrong_types_is_left_out_in_one_line(tmp_path, file, key
 
 @pytest.mark.parametrize("suites", [{"mini": {"tasks": ["sst2"]}}, {"mini": {"tasks": {"sst2": {"metrics": "90"}}}}])
 def test_an_eval_json_of_the_wrong_shape_is_reported_and_its_scores_left_out(tmp_path, suites):
-    from analysis.load import downstream_scores, load_runs
+    from analysis.frames import downstream_scores
+    from analysis.load import load_runs
     d = write_run(tmp_path, "scratch", SCRATCH)
     (d / "eval.json").write_text(json.dumps({"suites": suites}))
     runs, problems = load_runs(tmp_path)

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from analysis.axes import recipe_curve_table, recipe_rows, recipe_table
-from analysis.load import curves_frame, load_runs, runs_frame
+from analysis.frames import curves_frame, runs_frame
+from analysis.load import load_runs
 from analysis.savings import all_savings, summarize
 from analysis.tables import display, savings_table
 from methods import METHODS, get_method
