@@ -1,6 +1,7 @@
 """What a sweep reads from and does to a run directory: its state (done, resume, new), whether a complete record
 is still this sweep's computation, the twin a run need not repeat, the small model's record copied beside it,
-downstream evaluation before pruning, and the pruning itself. bench/sweeps.py plans and runs; this is its I/O."""
+downstream evaluation before pruning, and the pruning itself. bench/sweeps.py runs what bench/sweep_registry.py
+plans; this is its I/O."""
 from __future__ import annotations
 
 import shutil

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from bench.sweeps import Entry, build
+from bench.sweep_registry import Entry
+from bench.sweeps import build
 from methods import METHODS
 from runs.settings import coerce, route, split_item
 from tasks import get_task

@@ -1,5 +1,5 @@
-"""The sweep runner (bench/sweeps.py, bench/sweep_records.py): labels, plans, resume status, settings, the
-checks before any run, twins recorded instead of computed again, stale records left alone."""
+"""The sweep runner (bench/sweeps.py, bench/sweep_registry.py, bench/sweep_records.py): labels, plans, resume status,
+settings, the checks before any run, twins recorded instead of computed again, stale records left alone."""
 import pytest
 
 from analysis import load_runs, runs_frame
@@ -8,7 +8,8 @@ from records import SCRATCH, write_run
 
 def test_sweep_labels_match_figures_and_resume_status(tmp_path):
     from analysis.figures import PAPER_FIGURES
-    from bench.sweeps import SWEEPS, plan, run_dir, status
+    from bench.sweep_registry import SWEEPS, plan
+    from bench.sweeps import run_dir, status
     labels = {e.name for s in SWEEPS.values() for scale in ("paper", "mini") for e in s.entries(scale)}
     for _, panels in PAPER_FIGURES.values():
         for p in panels:
@@ -30,7 +31,8 @@ def test_sweep_labels_match_figures_and_resume_status(tmp_path):
 def test_lemon_decay_trains_the_large_model_for_lemons_uncut_share_and_shares_the_small_model():
     """LEMON's schedule (max lr kept, faster decay) is the large model's recipe cut to 43.3% of its steps; the
     small model's recipe, and so its cache, must stay the task's; `all` (the paper's) leaves the sweep out."""
-    from bench.sweeps import LEMON_VIT_SAVING, SWEEPS, build
+    from bench.sweep_registry import LEMON_VIT_SAVING, SWEEPS
+    from bench.sweeps import build
     from tasks.registry import get_task
     for scale in ("mini", "tiny"):
         entry = next(e for e in SWEEPS["lemon"].entries(scale) if e.name == "lemon-decay")
@@ -45,7 +47,8 @@ def test_lemon_decay_trains_the_large_model_for_lemons_uncut_share_and_shares_th
 def test_sweep_set_reaches_the_recipe_it_names():
     """--set lr=... is the growth run's recipe, --set small_recipe.lr=... the small model's pretraining, as in
     run.py; a small_recipe key that is no recipe field is refused in one line naming the accepted kinds."""
-    from bench.sweeps import Entry, build
+    from bench.sweep_registry import Entry
+    from bench.sweeps import build
     from tasks.registry import get_task
     full = get_task("bert_small_base", "tiny")
     task, _, _ = build(Entry("bert_small_base", "ligo"), "tiny", (("lr", 3e-4), ("small_recipe.warmup", 1)))
@@ -58,7 +61,8 @@ def test_sweep_set_reaches_the_recipe_it_names():
 def test_sweep_checks_every_entry_before_it_runs_any(tmp_path, monkeypatch, capsys):
     """A bad option of the sweep's second entry is refused before the first trains, and a negative seed before
     anything: one line, exit 2, nothing written."""
-    from bench.sweeps import SWEEPS, Entry, Sweep, main
+    from bench.sweep_registry import SWEEPS, Entry, Sweep
+    from bench.sweeps import main
     entries = [Entry("bert_small_base", "scratch"), Entry("bert_small_base", "ligo", "ligo-badlr", (("fit_lr", -1.0),))]
     monkeypatch.setitem(SWEEPS, "probe", Sweep("probe", "a test", lambda scale: entries))
     for args, needle in ((["--seeds", "0"], "ligo fit_lr must be a finite number > 0, got -1.0"),
@@ -89,7 +93,7 @@ def test_sweep_records_a_twin_instead_of_running_the_same_computation_again(tmp_
 def test_sweep_takes_scratch_from_another_task_that_trains_the_same_large_model(tmp_path):
     """bert_depth_only's large model, data and recipe are bert_small_base's: its scratch run is that task's, recorded
     under its own task (and computing it gives the same curve); another recipe is another computation."""
-    from analysis.load import twin_of
+    from analysis.frames import twin_of
     from bench.sweeps import run_sweep
     from runs.record import load_run
     curve = lambda run: [(m["step"], m.get("flops"), m.get("eval_loss")) for m in run.metrics]  # noqa: E731

@@ -1,0 +1,195 @@
+"""What each sweep runs: the (task, method, label, settings) entries behind every table and figure of the paper and
+issue 41's discriminating runs, and `plan`, which turns sweep names and seeds into the runs to make. bench/sweeps.py
+runs a plan (resuming, pruning, recording twins); this module only says what is in it, and imports nothing heavy
+(torch is imported only by the entries that need a task's recipe, when they are planned).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+ALL_METHODS = ("scratch", "stackbert", "interpolation", "mslt", "net2net", "bert2bert", "ki", "ligo", "ligo_official")
+
+
+@dataclass(frozen=True)
+class Entry:
+    task: str
+    method: str
+    label: str = ""                     # run directory name before -s<seed>; default: the method's name
+    settings: tuple = ()                # ((key, value), ...): method options or recipe fields, as run.py --set
+    small_steps_frac: float | None = None   # pretrain the small model for this fraction of its steps (Figure 7)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.method
+
+    @property
+    def small_label(self) -> str:
+        """The directory label of the small model's record beside the run (a variant's own when it shortens it)."""
+        return "small" if self.small_steps_frac is None else f"small-{self.name}"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    covers: str                         # the paper's tables and figures it feeds
+    entries: Callable[[str], list[Entry]]   # scale -> entries (some sweeps differ by scale, e.g. fit steps)
+
+
+def methods(task: str, names=ALL_METHODS) -> list[Entry]:
+    return [Entry(task, m) for m in names]
+
+
+def fit_steps_entries(scale: str) -> list[Entry]:
+    # paper Table 3: 100 (the default), 500, 1000, 10000 fit steps against 400K training steps, i.e. 1x, 5x, 10x
+    # and 100x the default. At mini scale the default is 20 steps of a 1,600-step run (about 1.5% of its FLOPs,
+    # where the paper's 100 are 0.03%): 10 (half), 100 (5x) and 200 (10x); 100x would
+    # cost more than the whole run. The default run is the plain `ligo` label shared with the main comparison.
+    steps = (500, 1000, 10000) if scale == "paper" else (10, 100, 200)
+    return [Entry("bert_small_base", "scratch"), Entry("bert_small_base", "ligo")] + [
+        Entry("bert_small_base", "ligo", f"ligo-fit{n}", (("fit_steps", n),)) for n in steps]
+
+
+# Orthogonal strategies (DESIGN.md §4, paper App. B.3; runs/strategies.py): `True` is the paper's setting
+# (layer dropping capped at 0.1, 15% of tokens set aside, the sub-network trained for 50K of 400K steps).
+# bert2BERT's own two-stage pretraining keeps its grown upper blocks (staged_grow=keep).
+ORTHOGONAL = [Entry("bert_small_base", "scratch"), Entry("bert_small_base", "ligo"),
+              Entry("bert_small_base", "ligo", "ligo-layerdrop", (("layer_drop", True),)),
+              Entry("bert_small_base", "ligo", "ligo-tokendrop", (("token_drop", True),)),
+              Entry("bert_small_base", "bert2bert"),
+              Entry("bert_small_base", "bert2bert", "bert2bert-staged", (("staged", True), ("staged_grow", "keep"))),
+              Entry("bert_small_base", "ligo", "ligo-staged", (("staged", True),))]
+
+# LEMON's own recipe for the grown model (Wang et al. 2024, "optimized learning rate scheduler"): the maximum lr
+# kept, a faster decay, i.e. a shorter schedule, and the saving it reports is the training it cut (56.7% on ViT).
+# lemon-decay trains the large model for the remaining 43.3% of the task's steps, its lr decay ending there; the
+# savings table then says whether that still reaches scratch's final accuracy on this pair.
+LEMON_VIT_SAVING = 0.567
+
+
+def lemon_entries(scale: str) -> list[Entry]:
+    from tasks.registry import get_task     # (imports torch: only when this sweep is planned)
+    steps = max(1, round(get_task("deit_s_b", scale).recipe.steps * (1 - LEMON_VIT_SAVING)))
+    return methods("deit_s_b", ("scratch", "lemon")) + [
+        Entry("deit_s_b", "lemon", "lemon-decay", (("steps", steps),))]
+
+
+# The runs that tell apart the candidate causes of LiGO not leading at mini scale (REPRODUCE.md, the verdict table):
+# the grown model's recipe (tasks/grown_recipes.py), LiGO as its authors started it (ligo_official), and copy
+# symmetry (models/twins.py, logged at every evaluation). Evaluated every 50 steps so that the first 200, where the
+# weight-copying starts meet, are visible; eval_every only says when to log (runs/record.py LOGGING_FIELDS), so these
+# records stand beside the 200-step ones of the same labels as the same computation.
+DENSE_EVAL = (("eval_every", 50),)
+SYMMETRY_BREAK = 0.1          # LiGO's fit_noise for "LiGO with symmetry broken": copies start ~10% apart
+
+
+def recipe_entries(task: str, methods_: tuple[str, ...], presets: tuple[str, ...]) -> list[Entry]:
+    """scratch (the task's recipe) and every method under every grown-recipe preset, labelled method-preset
+    (`same` keeps the plain method name, the label the main comparison uses)."""
+    out = [Entry(task, "scratch", settings=DENSE_EVAL)]
+    for m in methods_:
+        for name in presets:
+            label = m if name == "same" else f"{m}-{name}"
+            out.append(Entry(task, m, label, (("grown_recipe", name),) * (name != "same") + DENSE_EVAL))
+    return out
+
+
+def symmetry_entries(task: str) -> list[Entry]:
+    """LiGO at its task default, with its copies kept (`ligo-copies`: fit_noise 0, the Net2Net start) and with them
+    broken (`ligo-noise0.1`) first (LiGO's default rests on them; one of the two is the default's setting, and the
+    sweep records it as that run's twin instead of training it again), then the other starts."""
+    return [Entry(task, m, settings=DENSE_EVAL) for m in ("scratch", "ligo")] + [
+        Entry(task, "ligo", "ligo-copies", (("fit_noise", 0.0),) + DENSE_EVAL),
+        Entry(task, "ligo", f"ligo-noise{SYMMETRY_BREAK}", (("fit_noise", SYMMETRY_BREAK),) + DENSE_EVAL),
+        Entry(task, "ligo_official", settings=DENSE_EVAL),
+        # the official start with the consuming side divided as Net2Net's is (B's pseudo-inverse): random non-twin
+        # rows, the small model's function kept; tells the official start's two differences from ligo apart
+        Entry(task, "ligo_official", "ligo_official-pinv", (("tying", "pinv"),) + DENSE_EVAL)] + [
+        Entry(task, m, settings=DENSE_EVAL) for m in ("net2net", "bert2bert", "direct_copy")]
+
+
+SWEEPS: dict[str, Sweep] = {s.name: s for s in [
+    Sweep("bert", "Table 1, Figure 2(a-b), Table 5, Table 6 savings columns",
+          lambda scale: methods("bert_small_base")),
+    Sweep("bert_large", "Figure 2(c)",
+          lambda scale: methods("bert_small_large", ("scratch", "ligo"))
+          + methods("bert_base_large", ("scratch", "ligo"))),
+    Sweep("roberta", "Figure 3(a-b)", lambda scale: methods("roberta_small_base")),
+    Sweep("gpt2", "Figure 3(c)", lambda scale: methods("gpt2_base_medium")),
+    Sweep("deit", "Table 2, Figure 4", lambda scale: methods("deit_s_b")),
+    Sweep("cait", "Figure 8 (App. C.2)", lambda scale: methods("cait_xs_s")),
+    Sweep("orthogonal", "Figure 5", lambda scale: ORTHOGONAL),
+    Sweep("depth_only", "Figure 6(a)",
+          lambda scale: methods("bert_depth_only", ("scratch", "stackbert", "interpolation", "mslt", "ligo"))),
+    # net2net-noise0.5 asks why direct copy leads at mini: FPI with its new copies perturbed (noise 0.5 of each
+    # tensor's std) starts as far from the small model's function as direct copy does (eval loss 5.250 against
+    # 5.223 at seed 0; FPI 5.169) but keeps FPI's structure, so it separates "the new units are twins" from
+    # "the grown model starts off the small model's function"
+    Sweep("width_only", "Figure 6(b): direct copy, FPI (= net2net), AKI (= bert2bert), LiGO; FPI with noise",
+          lambda scale: methods("bert_width_only", ("scratch", "direct_copy", "net2net", "bert2bert", "ligo"))
+          + [Entry("bert_width_only", "net2net", "net2net-noise0.5", (("noise", 0.5),))]),
+    Sweep("small_briefly", "Figure 7 (App. C.1): small model pretrained 50K of 220K steps",
+          lambda scale: methods("bert_small_base", ("scratch", "ligo"))
+          + [Entry("bert_small_base", "ligo", "ligo-smallshort", small_steps_frac=50 / 220)]),
+    Sweep("fit_steps", "Table 3", fit_steps_entries),
+    # Table 5's "LiGO init" row: the grown model with no further pretraining (steps=0: fit, grow, export), so
+    # that --eval fine-tunes it downstream like the other rows
+    Sweep("ligo_init", "Table 5 (with --eval: every row fine-tuned downstream)",
+          lambda scale: methods("bert_small_base", ("scratch", "ligo"))
+          + [Entry("bert_small_base", "ligo", "ligo-init", (("steps", 0),))]),
+    Sweep("gpt2_xl", "App. C.5 (GPT2-Medium -> GPT2-1.5B)",
+          lambda scale: methods("gpt2_medium_xl", ("scratch", "ligo"))),
+    Sweep("llama", "not in the paper: a Llama-style pair (GQA, SwiGLU, RMSNorm, rotary) with every method, "
+          "HyperCloning, G_stack, LEMON and MSG included",
+          lambda scale: methods("llama_small_base", ALL_METHODS + ("hypercloning", "g_stack", "lemon", "msg"))),
+    Sweep("recipes", "E1 (issue 41): the grown model's recipe on BERT-Small->Base: LiGO, LiGO as its authors "
+          "started it, StackBERT, bert2BERT under same / warmup0 / paper_lr / warmup0_paper_lr",
+          lambda scale: recipe_entries("bert_small_base", ("ligo", "ligo_official", "stackbert", "bert2bert"),
+                                       ("same", "warmup0", "paper_lr", "warmup0_paper_lr"))),
+    Sweep("recipes_llama", "E2 (issue 41): the grown model's recipe on the Llama-style pair (no dropout): LEMON, "
+          "LiGO, StackBERT under same / warmup0 / paper_lr",
+          lambda scale: recipe_entries("llama_small_base", ("lemon", "ligo", "stackbert"),
+                                       ("same", "warmup0", "paper_lr"))),
+    Sweep("recipes_deit", "issue 41: the grown model's recipe on DeiT (no dropout, CPU-sized): Net2Net, bert2BERT, "
+          "LEMON, LiGO under same / warmup0 / lr_tenth",
+          lambda scale: recipe_entries("deit_s_b", ("net2net", "bert2bert", "lemon", "ligo"),
+                                       ("same", "warmup0", "lr_tenth"))),
+    Sweep("symmetry", "E3 (issue 41): copy symmetry on the width-only BERT pair and DeiT (no dropout): Net2Net, "
+          "direct copy, bert2BERT, LiGO, LiGO with symmetry broken, LiGO as its authors started it",
+          lambda scale: symmetry_entries("deit_s_b") + symmetry_entries("bert_width_only")),
+    Sweep("lemon", "not in the paper: LEMON's ViT claim (56.7% saved with its faster-decaying schedule) on the "
+          "DeiT pair, with the task's schedule and with 43.3% of its steps", lemon_entries),
+]}
+# the committed mini-scale comparison: BERT with every method, a GPT-2 and a vision comparison
+SWEEPS["mini"] = Sweep("mini", "the three main comparisons (bert + gpt2 + deit: Tables 1-2, Figures 2(a-b), 3(c), 4)",
+                       lambda scale: [e for n in ("bert", "gpt2", "deit") for e in SWEEPS[n].entries(scale)])
+BEYOND_PAPER = ("llama", "lemon", "recipes_llama", "recipes_deit")     # not the paper's: `all` leaves them out
+SWEEPS["all"] = Sweep("all", "every table and figure",
+                      lambda scale: [e for s in list(SWEEPS.values()) if s.name not in ("mini", "all") + BEYOND_PAPER
+                                     for e in s.entries(scale)])
+
+
+def plan(names: list[str], scale: str, seeds: list[int], only: list[str] | None = None,
+         labels: list[str] | None = None) -> list[tuple[Entry, int]]:
+    """(entry, seed) pairs of the named sweeps, without repeats (sweeps share runs, e.g. scratch); `only`: these
+    methods, `labels`: these runs (their directory labels, e.g. ligo-warmup0), in the sweeps' order."""
+    seen, out = set(), []
+    for name in names:
+        if name not in SWEEPS:
+            from models.family import unknown     # (imports torch: only when there is something to say)
+            raise KeyError(unknown("sweep", name, SWEEPS))
+    entries = [e for name in names for e in SWEEPS[name].entries(scale)]
+    for what, given, used in (("method", only, {e.method for e in entries}),
+                              ("run label", labels, {e.name for e in entries})):
+        for item in given or []:      # a typo must not silently select nothing
+            if item not in used:
+                from models.family import unknown
+                raise KeyError(unknown(what, item, used) + f" (in sweeps {', '.join(names)})")
+    for name in names:
+        for e in SWEEPS[name].entries(scale):
+            for seed in seeds:
+                key = (e.task, e.name, seed)
+                if key not in seen and (not only or e.method in only) and (not labels or e.name in labels):
+                    seen.add(key)
+                    out.append((e, seed))
+    return out
