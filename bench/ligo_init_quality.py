@@ -32,7 +32,7 @@ from bench.result_file import write_result  # noqa: E402
 from run import OneLineArgumentParser  # noqa: E402
 from methods import get_method  # noqa: E402
 from models import get_family  # noqa: E402
-from runs.experiment import resolve_small, small_cache_dir  # noqa: E402
+from runs.small_model import resolve_small, small_cache_dir  # noqa: E402
 from runs.ledger import FlopsLedger  # noqa: E402
 from runs.record import SUMMARY  # noqa: E402
 from runs.trainer import evaluate  # noqa: E402

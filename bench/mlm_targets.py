@@ -26,7 +26,7 @@ from bench.cli import check_result_file, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from run import OneLineArgumentParser  # noqa: E402
 from models import get_family  # noqa: E402
-from runs.experiment import resolve_small, small_cache_dir  # noqa: E402
+from runs.small_model import resolve_small, small_cache_dir  # noqa: E402
 from runs.record import SUMMARY  # noqa: E402
 from tasks import get_task  # noqa: E402
 

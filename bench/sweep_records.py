@@ -66,7 +66,7 @@ def find_twin(task, method, strategies, path: Path, seed: int, device: str, log)
     (`twin_in_another_task`)."""
     from methods.base import GrowthMethod
     from runs.computation import initial_fingerprint, logged_fingerprint
-    from runs.experiment import resolve_small
+    from runs.small_model import resolve_small
     from runs.record import load_run
     if not method.needs_small:
         return twin_in_another_task(task, method, strategies, path, seed)

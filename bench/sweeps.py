@@ -145,10 +145,11 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
     `eval_suites` (and the small models they grew from) with `eval_settings` ("KEY=VALUE" of
     tasks.evals.EvalOptions, run.py's --set eval.KEY=VALUE), prune; returns runs by outcome."""
     seeds = seeds if seeds is not None else ([0] if scale == "paper" else [0, 1])
-    from runs.experiment import OUT_ROOT, SEED_LIMIT
+    from runs import out_dirs
+    from tasks.rules import SEED_LIMIT
     if isinstance(out, str) and not out.strip():      # Path("") is ".": the runs would land in the current directory
         raise ValueError("--out is empty; give the root folder of the run directories")
-    out = OUT_ROOT if out is None else out
+    out = out_dirs.OUT_ROOT if out is None else out
     if any(not 0 <= seed < SEED_LIMIT for seed in seeds):
         raise ValueError(f"--seeds must be integers in [0, 2**63), got {' '.join(map(str, seeds))}")
     if eval_settings and not eval_suites:

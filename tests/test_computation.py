@@ -70,17 +70,19 @@ def test_a_pair_copies_the_small_model_another_pair_pretrained(tmp_path, monkeyp
     import torch
 
     import runs.experiment as experiment
+    import runs.small_model as small_model
     from analysis.load import identity, load_runs
+    from runs import out_dirs
     from runs.computation import weights_digest
     from runs.record import load_run
-    monkeypatch.setattr(experiment, "OUT_ROOT", tmp_path)
+    monkeypatch.setattr(out_dirs, "OUT_ROOT", tmp_path)
     base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
     logs = []
-    first, _ = experiment.resolve_small(base, 0, None, torch.device("cpu"), logs.append, False)
-    src, dst = experiment.small_cache_dir(base, 0), experiment.small_cache_dir(large, 0)
+    first, _ = small_model.resolve_small(base, 0, None, torch.device("cpu"), logs.append, False)
+    src, dst = small_model.small_cache_dir(base, 0), small_model.small_cache_dir(large, 0)
     (src / "eval.json").write_text('{"task": "bert_small_base:small"}')     # names the task it evaluated for
     monkeypatch.setattr(experiment, "run_experiment", lambda *a, **k: pytest.fail("pretrained a second time"))
-    second, info = experiment.resolve_small(large, 0, None, torch.device("cpu"), logs.append, False)
+    second, info = small_model.resolve_small(large, 0, None, torch.device("cpu"), logs.append, False)
     assert "copied" in logs[-1] and not (dst / "eval.json").exists() and info["path"] == str(dst) != str(src)
     assert weights_digest(first) == weights_digest(second)
     copy, original = load_run(dst), load_run(src)
@@ -99,16 +101,17 @@ def test_a_small_model_of_another_computation_is_not_copied(tmp_path, monkeypatc
 
     import torch
 
-    import runs.experiment as experiment
-    monkeypatch.setattr(experiment, "OUT_ROOT", tmp_path)
+    import runs.small_model as small_model
+    from runs import out_dirs
+    monkeypatch.setattr(out_dirs, "OUT_ROOT", tmp_path)
     base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
-    experiment.resolve_small(base, 0, None, torch.device("cpu"), lambda msg: None, False)
-    assert experiment.pretrained_for_another_task(large, 0) == experiment.small_cache_dir(base, 0)
+    small_model.resolve_small(base, 0, None, torch.device("cpu"), lambda msg: None, False)
+    assert small_model.pretrained_for_another_task(large, 0) == small_model.small_cache_dir(base, 0)
     other_recipe = large.with_(small_recipe=large.small_recipe.with_(lr=large.small_recipe.lr / 2))
-    assert experiment.pretrained_for_another_task(other_recipe, 0) is None
-    assert experiment.pretrained_for_another_task(large, 1) is None
-    metrics = experiment.small_cache_dir(base, 0) / "metrics.jsonl"
+    assert small_model.pretrained_for_another_task(other_recipe, 0) is None
+    assert small_model.pretrained_for_another_task(large, 1) is None
+    metrics = small_model.small_cache_dir(base, 0) / "metrics.jsonl"
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     rows[0]["computation"] = "0" * 40
     metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert experiment.pretrained_for_another_task(large, 0) is None
+    assert small_model.pretrained_for_another_task(large, 0) is None

@@ -116,14 +116,15 @@ def test_resume_refuses_another_world_size(tmp_path):
 def test_two_processes_copy_a_small_model_another_pair_pretrained(tmp_path, monkeypatch):
     """Under torchrun rank 0 copies another pair's pretraining of the same small model and every rank then reads
     it; no rank pretrains it again (a rank that did would wait forever on a collective the others never join)."""
-    import runs.experiment as experiment
+    import runs.small_model as small_model
+    from runs import out_dirs
     from tasks import get_task
-    monkeypatch.setattr(experiment, "OUT_ROOT", tmp_path / "out")
+    monkeypatch.setattr(out_dirs, "OUT_ROOT", tmp_path / "out")
     monkeypatch.setenv("GROWBENCH_OUT", str(tmp_path / "out"))
     base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
-    experiment.resolve_small(base, 0, None, torch.device("cpu"), lambda msg: None, False)
+    small_model.resolve_small(base, 0, None, torch.device("cpu"), lambda msg: None, False)
     torchrun(["--method", "stackbert", "--task", "bert_small_large", "--scale", "tiny", "--quiet", "--steps", "2",
               "--out", str(tmp_path / "two")])
-    copied = load_run(experiment.small_cache_dir(large, 0))
-    assert copied.config["same_computation_as"] == f"small/{experiment.small_cache_dir(base, 0).name}"
-    assert load_run(tmp_path / "two").config["small"]["path"] == str(experiment.small_cache_dir(large, 0))
+    copied = load_run(small_model.small_cache_dir(large, 0))
+    assert copied.config["same_computation_as"] == f"small/{small_model.small_cache_dir(base, 0).name}"
+    assert load_run(tmp_path / "two").config["small"]["path"] == str(small_model.small_cache_dir(large, 0))

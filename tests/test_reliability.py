@@ -576,7 +576,7 @@ def test_sweep_refuses_a_damaged_run_directory_before_any_run(files, needle, tmp
 
 def test_small_model_cache_key_follows_the_data_and_the_tokenizer(tmp_path):
     """A growth run on a local corpus must not grow from a small model pretrained on another one."""
-    from runs.experiment import small_cache_dir
+    from runs.small_model import small_cache_dir
     from tasks import get_task
     task = get_task("bert_small_base", "tiny")
     corpus = tmp_path / "corpus.txt"

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from methods import get_method
-from runs import experiment
-from runs.experiment import out_root, run_experiment
+from runs import out_dirs
+from runs.experiment import run_experiment
+from runs.out_dirs import out_root
 from runs.preflight import record_state
 from runs.record import RunExistsError
 from tasks import get_task
@@ -25,7 +26,7 @@ def test_the_default_root_is_runs_out_in_the_current_directory(tmp_path):
 
 
 def test_other_settings_in_the_default_directory_are_refused_naming_out(tmp_path, monkeypatch):
-    monkeypatch.setattr(experiment, "OUT_ROOT", tmp_path)
+    monkeypatch.setattr(out_dirs, "OUT_ROOT", tmp_path)
     task = tiny_task()
     quiet = dict(progress=False, log=lambda m: None)
     out = run_experiment(task, get_method("scratch", task=task), **quiet)

@@ -187,7 +187,7 @@ def test_a_cached_small_model_of_another_vocabulary_is_refused(tmp_path):
     otherwise than the tokenizer the run reads its data with (a trained tokenizer retrained since) is refused in one
     line instead of being grown with its embeddings read against the wrong ids."""
     import json as _json
-    from runs.experiment import check_cached_tokenizer
+    from runs.small_model import check_cached_tokenizer
     from tasks import get_task
     task = get_task("bert_small_base", scale="tiny")
     cache = tmp_path / "entry"
