@@ -108,6 +108,19 @@ def symmetry_entries(task: str) -> list[Entry]:
         Entry(task, m, settings=DENSE_EVAL) for m in ("net2net", "bert2bert", "direct_copy")]
 
 
+def official_start_entries(task: str) -> list[Entry]:
+    """Why LiGO as its authors started it (methods/ligo_official.py) leads where growbench's LiGO does not: the
+    official start with one of its parts swapped for growbench's, and growbench's LiGO with the official part added.
+    `ligo_official-copies` keeps the official code's depth init, literal tying and fit but draws the width rows as
+    Net2Net's copies (twins); `ligo_official-pinv` divides the consuming side as Net2Net does (B's pseudo-inverse);
+    `ligo-random` is growbench's LiGO (one-hot stacking, pseudo-inverse tying, its fit) with the official random
+    width rows. All evaluated every 50 steps, so their plain labels are the recipes sweep's runs (same computation)."""
+    return [Entry(task, m, settings=DENSE_EVAL) for m in ("scratch", "ligo", "ligo_official")] + [
+        Entry(task, "ligo_official", "ligo_official-copies", (("width_init", "net2net"),) + DENSE_EVAL),
+        Entry(task, "ligo_official", "ligo_official-pinv", (("tying", "pinv"),) + DENSE_EVAL),
+        Entry(task, "ligo", "ligo-random", (("width_init", "random"),) + DENSE_EVAL)]
+
+
 SWEEPS: dict[str, Sweep] = {s.name: s for s in [
     Sweep("bert", "Table 1, Figure 2(a-b), Table 5, Table 6 savings columns",
           lambda scale: methods("bert_small_base")),
@@ -157,6 +170,9 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
     Sweep("symmetry", "E3 (issue 41): copy symmetry on the width-only BERT pair and DeiT (no dropout): Net2Net, "
           "direct copy, bert2BERT, LiGO, LiGO with symmetry broken, LiGO as its authors started it",
           lambda scale: symmetry_entries("deit_s_b") + symmetry_entries("bert_width_only")),
+    Sweep("official_start", "issue 41: why LiGO as its authors started it leads on BERT-Small->Base: its width rows "
+          "(random averages, not copies), its tying and its depth init swapped one at a time",
+          lambda scale: official_start_entries("bert_small_base")),
     Sweep("lemon", "not in the paper: LEMON's ViT claim (56.7% saved with its faster-decaying schedule) on the "
           "DeiT pair, with the task's schedule and with 43.3% of its steps", lemon_entries),
 ]}

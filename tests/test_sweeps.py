@@ -44,6 +44,27 @@ def test_lemon_decay_trains_the_large_model_for_lemons_uncut_share_and_shares_th
     assert "lemon-decay" not in {e.name for e in SWEEPS["all"].entries("tiny")}
 
 
+def test_official_start_sweep_swaps_one_part_of_the_official_start_at_a_time():
+    """official_start's variants are the official start with one part growbench's (copies as width rows; the
+    pseudo-inverse tying) and growbench's LiGO with the official random rows; the rest of each config is its base
+    method's own, and the plain labels are the recipes sweep's runs (the same settings, so the same directories)."""
+    from bench.sweep_registry import SWEEPS
+    from bench.sweeps import build
+    entries = {e.name: e for e in SWEEPS["official_start"].entries("mini")}
+    configs = {name: build(e, "tiny")[1].config for name, e in entries.items() if e.method != "scratch"}
+    official, ligo = configs["ligo_official"], configs["ligo"]
+    assert (official.width_init, official.tying, official.depth_init) == ("random", "literal", "stackbert_noisy")
+    assert (ligo.width_init, ligo.tying, ligo.depth_init) == ("net2net", "pinv", "stackbert")
+    for name, base, changed in (("ligo_official-copies", official, {"width_init": "net2net"}),
+                                ("ligo_official-pinv", official, {"tying": "pinv"}),
+                                ("ligo-random", ligo, {"width_init": "random"})):
+        got = {k: v for k, v in vars(configs[name]).items() if v != vars(base)[k]}
+        assert got == changed, name
+    recipes = {e.name: e for e in SWEEPS["recipes"].entries("mini")}
+    same = lambda e: (e.task, e.method, e.name, e.settings)      # noqa: E731
+    assert all(same(entries[n]) == same(recipes[n]) for n in ("scratch", "ligo", "ligo_official"))
+
+
 def test_sweep_set_reaches_the_recipe_it_names():
     """--set lr=... is the growth run's recipe, --set small_recipe.lr=... the small model's pretraining, as in
     run.py; a small_recipe key that is no recipe field is refused in one line naming the accepted kinds."""
