@@ -2,7 +2,7 @@
 # Issue 41's discriminating runs on a lent GPU, one device call each (bench/README.md, section 9):
 #
 #   bash bench/issue41_device.sh e1 540    # every bert_small_base run (sweeps bert, recipes = E1, fit_steps,
-#                                          # orthogonal, small_briefly, ligo_init), seeds 0 and 1
+#                                          # orthogonal, small_briefly, ligo_init, official_start), seeds 0 and 1
 #   bash bench/issue41_device.sh e2 540    # every llama_small_base run (sweeps llama, recipes_llama = E2), seeds 0, 1
 #
 # Why every run of the task and not only E1's: a saving compares a method with scratch's final value, and the GPU's
@@ -27,7 +27,7 @@ device=${DEVICE:-cuda}; scale=${SCALE:-mini}; work=${WORK:-/tmp}
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 GROWBENCH_OUT=$work/gbcache OMP_NUM_THREADS=1
 case $which in
-  e1) phase1="bert recipes"; phase2="fit_steps orthogonal small_briefly ligo_init"
+  e1) phase1="bert recipes"; phase2="fit_steps orthogonal small_briefly ligo_init official_start"
       methods="scratch stackbert interpolation mslt net2net bert2bert ki ligo ligo_official" ;;
   e2) phase1="llama recipes_llama"; phase2=""
       methods="scratch stackbert interpolation mslt net2net bert2bert ki ligo ligo_official hypercloning g_stack lemon msg" ;;
