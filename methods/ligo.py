@@ -32,6 +32,17 @@ acts between fc1 and fc2 (its twin fraction stays 1.00 to step 1,600, gap 4e-4);
 0.1: FFN gap 0.13, no twins) changed nothing (final eval loss 3.823 / 3.847 against 3.823 / 3.848, 45.7% of the
 FLOPs saved either way), and 0 keeps the exact Net2Net start of Proposition 1.
 
+**What the copy start costs with dropout too (2026-11-27, issue 41, REPRODUCE.md cause 5).** "Best fixed operator"
+means best at step 0, which is what the fit minimises, not what trains fastest. On BERT-Small->Base mini (seeds 0
+and 1, `python -m bench.sweeps official_start recipes --runs ligo-random ligo_official-pinv ligo_official`) this
+LiGO saves 51.3% ± 0.3 of scratch's FLOPs; with the official random width rows instead of the copies
+(width_init="random", `ligo-random`) 57.7% ± 0.0, though it starts higher (5.253 / 5.306 against 5.236 / 5.278);
+the whole official start (methods/ligo_official.py) 61.3% ± 0.3, first of every method. The copies, parted by
+dropout, stay near-copies (twin gap 0.19-0.26 at the end on the width-only pair, 0.00 in the FFN) where random rows
+stay apart (0.35-0.76). The default stays the copy start all the same: DESIGN.md §4 makes Proposition 1's start
+the default (the fit then starts from Net2Net and the reductions to stacking and Net2Net are exact), and the
+random rows are one option away; the official start is in every comparison's sweep (`ligo_official`).
+
 The fit runs where the small model lives, which is the run's device (runs/experiment.py moves it there): the
 operator, the large skeleton and the batches go to that device, and the large model's forward/backward runs
 under bf16 autocast when the recipe says `bf16` (the materialisation itself stays float32).
