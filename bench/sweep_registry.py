@@ -171,8 +171,8 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
     Sweep("symmetry", "E3 (issue 41): copy symmetry on the width-only BERT pair and DeiT (no dropout): Net2Net, "
           "direct copy, bert2BERT, LiGO, LiGO with symmetry broken, LiGO as its authors started it",
           lambda scale: symmetry_entries("deit_s_b") + symmetry_entries("bert_width_only")),
-    Sweep("official_start", "issue 41: why LiGO as its authors started it leads on BERT-Small->Base: growbench's LiGO with "
-          "the official random width rows, then the official start but for its literal tying",
+    Sweep("official_start", "issue 41: why LiGO as its authors started it leads on BERT-Small->Base: growbench's "
+          "LiGO with the official random width rows, then the official start but for its literal tying",
           lambda scale: official_start_entries("bert_small_base")),
     Sweep("lemon", "not in the paper: LEMON's ViT claim (56.7% saved with its faster-decaying schedule) on the "
           "DeiT pair, with the task's schedule and with 43.3% of its steps", lemon_entries),

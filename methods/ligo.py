@@ -39,9 +39,10 @@ LiGO saves 51.3% ± 0.3 of scratch's FLOPs; with the official random width rows 
 (width_init="random", `ligo-random`) 57.7% ± 0.0, though it starts higher (5.253 / 5.306 against 5.236 / 5.278);
 the whole official start (methods/ligo_official.py) 61.3% ± 0.3, first of every method. The copies, parted by
 dropout, stay near-copies where random rows stay apart (twin gap at the end on the width-only pair, seed 0: Net2Net
-0.19-0.26, 0.00 in the FFN; the official start 0.40-0.77). The default stays the copy start all the same: DESIGN.md §4 makes Proposition 1's start
-the default (the fit then starts from Net2Net and the reductions to stacking and Net2Net are exact), and the
-random rows are one option away; the official start is in every comparison's sweep (`ligo_official`).
+0.19-0.26, 0.00 in the FFN; the official start 0.40-0.77). The default stays the copy start all the same:
+DESIGN.md §4 makes Proposition 1's start the default (the fit then starts from Net2Net and the reductions to
+stacking and Net2Net are exact), and the random rows are one option away; the official start is in every
+comparison's sweep (`ligo_official`).
 
 The fit runs where the small model lives, which is the run's device (runs/experiment.py moves it there): the
 operator, the large skeleton and the batches go to that device, and the large model's forward/backward runs
