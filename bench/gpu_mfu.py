@@ -148,9 +148,10 @@ def main(argv=None):
               + ", ".join(f"{k} {v:,.0f} tok/s" for k, v in row["tokens_per_s"].items())
               + f"; {mfu}" + (f"; trainer/raw {row['trainer_vs_raw']:.3f}" if "trainer_vs_raw" in row else ""),
               flush=True)
-    write_result(args.out, {"rows": rows, "device": str(device),
-                            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
-                            else platform.processor()})
+        # written after every model, so a time limit that cuts the next one short keeps this one's figures
+        write_result(args.out, {"rows": rows, "pending": args.models[len(rows):], "device": str(device),
+                                "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
+                                else platform.processor()})
 
 
 if __name__ == "__main__":

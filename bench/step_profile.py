@@ -82,15 +82,35 @@ def breakdown(prof, steps: int, device_type: str) -> dict:
 
 def profile_loop(run, task, data, device, compile: bool) -> dict:
     run(task, data, device, compile)            # warm: kernels chosen, allocator filled, graphs compiled
+    prof, steps = profiled_window(run, task, data, device, compile)
+    return breakdown(prof, steps, device.type)
+
+
+def profiled_window(run, task, data, device, compile: bool):
+    """(profile, steps) of the steps between the run's first two timing marks only: model set-up, the first steps
+    (lazy initialisation, compilation) and the final evaluation stay outside, so ms per step means training steps."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
-        run(task, data, device, compile)
-    return breakdown(prof, task.recipe.steps, device.type)
+    prof, window = profile(activities=activities), []
+
+    def at_mark(step: int) -> None:              # called with the GPU idle (the run synchronises first)
+        window.append(step)
+        if len(window) == 1:
+            prof.start()
+        elif len(window) == 2:
+            prof.stop()
+
+    run(task, data, device, compile, at_mark=at_mark)
+    if len(window) < 2:
+        if window:
+            prof.stop()
+        raise RuntimeError(f"the run marked {len(window)} step(s); a profile window needs two")
+    return prof, window[1] - window[0]
 
 
 def measure(name: str, args, device) -> dict:
-    # one row at the end only (trainer_run times rows; a profile needs none)
-    task, batch = timed_task(name, args.batch, args.steps, args.steps, args.bf16)
+    # rows (timing marks) at steps k and 2k of 3k: the profile covers steps k+1 .. 2k, well after warm-up and
+    # before the final evaluation
+    task, batch = timed_task(name, args.batch, 3 * args.steps, args.steps, args.bf16)
     data = SyntheticTokens(task.objective, task.large.vocab, task.recipe.seq_len)
     row = {"model": name, "spec": task.large.short(), "batch": batch, "seq": task.recipe.seq_len,
            "steps": args.steps, "bf16": args.bf16, "compile": args.compile}
@@ -105,7 +125,8 @@ def main(argv=None):
     ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     ap.add_argument("--batch", type=positive_int, default=None, help="micro-batch (default: per model)")
-    ap.add_argument("--steps", type=positive_int, default=12, help="profiled steps (after as many unprofiled)")
+    ap.add_argument("--steps", type=positive_int, default=12,
+                    help="profiled steps (after as many unprofiled; as many more follow, then the evaluation)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--no-bf16", dest="bf16", action="store_false")
     ap.add_argument("--compile", action="store_true")
@@ -116,9 +137,12 @@ def main(argv=None):
     with refused_as_one_line():
         check_result_file(out)
         device = torch.device(checked_device(args.device))
-    rows = [measure(name, args, device) for name in args.models]
-    write_result(out, {"rows": rows, "device": str(device), "tag": args.tag,
-                       "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
+    rows = []
+    for name in args.models:        # written after every model: a time limit keeps the finished ones
+        rows.append(measure(name, args, device))
+        write_result(out, {"rows": rows, "pending": args.models[len(rows):], "device": str(device),
+                           "tag": args.tag,
+                           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
 
 
 if __name__ == "__main__":

@@ -47,14 +47,17 @@ SEED = 0
 class TimedWriter(RunWriter):
     """A real run writer that notes when each row arrives (before writing it)."""
 
-    def __init__(self, *a, **k):
+    def __init__(self, *a, at_mark=None, **k):
         super().__init__(*a, **k)
         self.times: dict[int, float] = {}
         self.device = None
+        self.at_mark = at_mark
 
     def log(self, row):
         sync(self.device)
         self.times[row["step"]] = time.perf_counter()
+        if self.at_mark is not None:
+            self.at_mark(row["step"])
         super().log(row)
 
 
@@ -69,11 +72,13 @@ def build(task):
     return get_family(task.family).build(task.large)
 
 
-def trainer_run(task, data, device, compile: bool = False) -> list[float]:
-    """Times at steps log_every, 2 log_every, ..., steps - log_every (as the trainer writes those rows)."""
+def trainer_run(task, data, device, compile: bool = False, at_mark=None) -> list[float]:
+    """Times at steps log_every, 2 log_every, ..., steps - log_every (as the trainer writes those rows); `at_mark(step)`
+    is called at each row once the GPU has finished the steps before it (bench/step_profile.py starts and stops its
+    profiler there, so that set-up and the final evaluation stay out of the window)."""
     r = task.recipe
     with tempfile.TemporaryDirectory() as tmp:
-        writer = TimedWriter(Path(tmp), {"bench": "throughput"})
+        writer = TimedWriter(Path(tmp), {"bench": "throughput"}, at_mark=at_mark)
         writer.device = device
         try:
             train(build(task), task, get_method("scratch"), data, FlopsLedger(), writer, seed=SEED, device=device,
@@ -83,8 +88,8 @@ def trainer_run(task, data, device, compile: bool = False) -> list[float]:
         return [writer.times[s] for s in range(r.log_every, r.steps - r.log_every + 1, r.log_every)]
 
 
-def raw_run(task, data, device, compile: bool = False) -> list[float]:
-    """The same steps in a minimal loop; times at the same step boundaries."""
+def raw_run(task, data, device, compile: bool = False, at_mark=None) -> list[float]:
+    """The same steps in a minimal loop; times (and `at_mark` calls) at the same step boundaries."""
     r, family = task.recipe, get_family(task.family)
     model = build(task).to(device).train()
     call = torch.compile(model) if compile else model
@@ -96,6 +101,8 @@ def raw_run(task, data, device, compile: bool = False) -> list[float]:
         if step % r.log_every == 0 and r.log_every <= step <= r.steps - r.log_every:
             sync(device)
             times.append(time.perf_counter())
+            if at_mark is not None:
+                at_mark(step)
         batch = {k: v.to(device) for k, v in data.train_batch(step, r.batch_size, SEED).items()}
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=r.bf16):
             loss = family.loss(call, batch)

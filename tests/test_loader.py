@@ -154,3 +154,15 @@ def test_run_py_refuses_negative_workers(tmp_path, capsys):
                      "--out", str(out), "--workers", "-1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "workers must be an integer >= 0" in err and not out.exists()
+
+
+def test_pipeline_benchmark_times_whole_rounds_for_many_workers():
+    """Asked for 2 batches with 2 workers, the benchmark makes 8 a worker and times from the end of the first round:
+    its first device run timed 10 batches with 12 workers, nothing after the first round, and reported a rate 2.3x
+    what 12 cores can make, with NaN per CPU second."""
+    import math
+    from bench.pipeline import ROUNDS_PER_WORKER, loader_rate
+    data = load_pretrain_data("digits", "image")
+    row = loader_rate(data, 4, batches=2, workers=2)
+    assert row["batches"] == ROUNDS_PER_WORKER * 2
+    assert all(math.isfinite(row[k]) and row[k] > 0 for k in ("samples_per_s", "samples_per_cpu_s"))

@@ -1,0 +1,50 @@
+"""bench/step_profile.py profiles training steps only: its first device run (H200, 2026-11-27) profiled the trainer's
+whole run, model set-up and the final evaluation included, and divided by the step count, which put the trainer's
+GEMM time per step at twice the raw loop's. These tests count what is inside the window."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.gpu_mfu import SyntheticTokens  # noqa: E402
+from bench.step_profile import breakdown, profiled_window  # noqa: E402
+from bench.throughput import raw_run, trainer_run  # noqa: E402
+from tasks import get_task  # noqa: E402
+
+OPTIMIZER_STEP = "Optimizer.step#"      # torch's record_function name around every optimizer.step()
+
+
+def tiny_timing_task(steps: int, log_every: int):
+    task = get_task("bert_small_base", scale="tiny")
+    return task.with_(recipe=task.recipe.with_(steps=steps, batch_size=2, log_every=log_every, eval_every=10 * steps,
+                                               eval_batches=1, bf16=False, warmup=1))
+
+
+@pytest.mark.parametrize("run", [trainer_run, raw_run], ids=["trainer", "raw"])
+def test_the_window_holds_exactly_the_steps_between_two_marks(run):
+    torch.set_num_threads(1)
+    task = tiny_timing_task(steps=9, log_every=3)                 # marks at steps 3 and 6 of 9
+    data = SyntheticTokens(task.objective, task.large.vocab, task.recipe.seq_len)
+    prof, steps = profiled_window(run, task, data, torch.device("cpu"), compile=False)
+    names = [e.name for e in prof.events()]
+    assert steps == 3
+    assert sum(n.startswith(OPTIMIZER_STEP) for n in names) == 3     # not 9: no step outside the window
+    # no evaluation inside: the trainer evaluates under no_grad after its last step, and every profiled
+    # forward is followed by a backward
+    forwards = sum(n == "aten::embedding" for n in names)
+    backwards = sum(n == "aten::embedding_backward" for n in names)
+    assert forwards == backwards > 0
+    out = breakdown(prof, steps, "cpu")
+    assert out["busy_ms_per_step"] > 0 and out["span_ms_per_step"] >= out["busy_ms_per_step"]
+
+
+def test_a_run_with_one_mark_is_refused():
+    task = tiny_timing_task(steps=4, log_every=2)                 # one mark only (step 2)
+    data = SyntheticTokens(task.objective, task.large.vocab, task.recipe.seq_len)
+    with pytest.raises(RuntimeError, match="a profile window needs two"):
+        profiled_window(raw_run, task, data, torch.device("cpu"), compile=False)
