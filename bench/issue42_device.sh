@@ -41,7 +41,7 @@ if [ -n "${SMOKE:-}" ]; then
   fit="--repeats 1 --batch 2 --seq 16"
 else
   mfu="--repeats 2 --steps 40 --log-every 10"                # mfu-compiled: one repeat (compiling is long); prof=""; pipe="--workers 0 4 8 12 15"
-  fit="--pair paper --batch 256 --seq 128 --bf16 --repeats 5"
+  fit="--pair paper --batch 256 --seq 128 --bf16 --repeats 5 --profile 3"
 fi
 run() { local name=$1 secs=$2; shift 2
   echo "== $name ($(share "$secs") s at most, $(( $(date +%s) - start )) s in)"
@@ -60,7 +60,7 @@ part() { case $1 in
   pipeline) run "$1" 80 python3 bench/pipeline.py $pipe --out "$res/pipeline-16cores.json" ;;
   pipeline-deit) run "$1" 60 python3 bench/pipeline.py $pipe --only images --deit-recipe \
                    --out "$res/pipeline-16cores-deit.json" ;;
-  ligo-fit) run "$1" 40 python3 bench/ligo_fit_cost.py --device "$device" $fit --out "$res/ligo_fit_cost-gpu.json" ;;
+  ligo-fit) run "$1" 60 python3 bench/ligo_fit_cost.py --device "$device" $fit --out "$res/ligo_fit_cost-gpu.json" ;;
 esac; }
 for p in "${parts[@]}"; do part "$p"; done
 echo "all parts ended after $(( $(date +%s) - start )) s"

@@ -6,6 +6,8 @@ relative to regular training").
    fit runs where the run trains), on the mini BERT pair (bert_small_base at mini scale: 2L/128 -> 4L/192) or
    with `--pair paper` on BERT-Small -> BERT-Base; measured in one process, alternating, several repeats,
    median (CUDA: synchronised around each step). `--bf16` runs both large forwards under bf16 autocast.
+   `--profile N` then profiles N steps of each: kernel time by class and the ten kernels that take most (on an H200
+   the fit step took 2.59x a training step with 0.88x its FLOPs; this says where the difference goes).
 2. FLOPs of the 100-step fit as a fraction of the large model's training, at paper scale: BERT-Small
    (6L/512/8) -> BERT-Base (12L/768/12), vocab 30522, positions 512, 400K steps x batch 256 x seq 128. The
    large model's part is analytic (forward_flops); the materialisation is counted by FlopCounterMode on meta
@@ -55,7 +57,10 @@ def mlm_batch(spec: ModelSpec, batch: int, seq: int, gen: torch.Generator) -> di
     return {"input_ids": ids.masked_fill(masked, 4), "labels": ids.masked_fill(~masked, -100)}
 
 
-def time_steps(repeats: int, batch: int, seq: int, pair: str = "mini", device: str = "cpu", bf16: bool = False) -> dict:
+def time_steps(repeats: int, batch: int, seq: int, pair: str = "mini", device: str = "cpu", bf16: bool = False,
+               profile_steps: int = 0) -> dict:
+    """Median fit and training step times, alternating; with `profile_steps`, then where each step's kernel time goes
+    (bench/step_profile.py's classes, and the kernels that take most), over that many steps of each."""
     small_spec, large_spec = PAIRS[pair]
     device = torch.device(device)
     recipe = types.SimpleNamespace(bf16=bf16, grad_accum=1)
@@ -90,6 +95,9 @@ def time_steps(repeats: int, batch: int, seq: int, pair: str = "mini", device: s
             sync()
             (fit_t if name == "fit" else train_t).append(time.perf_counter() - t)
     fit_t, train_t = fit_t[3:], train_t[3:]
+    profiles = {}
+    for name, fn in (("fit", session.step), ("train", train_step)) if profile_steps else ():
+        profiles[name] = kernel_time(fn, b, profile_steps, device, sync)
     fit_med, train_med = statistics.median(fit_t), statistics.median(train_t)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"pair": f"bert {pair}: {small_spec.short()} -> {large_spec.short()}", "batch": batch, "seq": seq,
@@ -97,7 +105,30 @@ def time_steps(repeats: int, batch: int, seq: int, pair: str = "mini", device: s
             "fit_step_s": fit_med, "train_step_s": train_med, "ratio": fit_med / train_med,
             "fit_step_s_all": fit_t, "train_step_s_all": train_t,
             "fit_step_flops": session.flops(b), "materialise_flops": session.materialise_flops,
-            "torch_threads": torch.get_num_threads()}
+            "torch_threads": torch.get_num_threads(), **({"profile": profiles} if profiles else {})}
+
+
+def kernel_time(fn, batch: dict, steps: int, device, sync) -> dict:
+    """Per step: ms by kernel class and idle (bench/step_profile.py's breakdown), and the ten kernels (by name) that
+    take most. On the GPU it says whether the fit's extra time is its float32 materialisation, the solves, or the
+    large model's step itself."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from bench.step_profile import breakdown
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sync()
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            fn(batch)
+        sync()
+    out = breakdown(prof, steps, device.type)
+    if device.type == "cuda":
+        by_name: dict[str, float] = {}
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                by_name[e.name] = by_name.get(e.name, 0.0) + (e.time_range.end - e.time_range.start) / 1e3 / steps
+        out["top_kernels_ms_per_step"] = dict(sorted(by_name.items(), key=lambda kv: -kv[1])[:10])
+    return out
 
 
 def paper_fraction() -> dict:
@@ -131,6 +162,8 @@ def main(argv=None):
     ap.add_argument("--device", default="cpu", help="cpu | cuda: where both steps run")
     ap.add_argument("--pair", default="mini", choices=sorted(PAIRS), help="mini BERT pair or BERT-Small->Base")
     ap.add_argument("--bf16", action="store_true", help="large forwards under bf16 autocast (the paper recipe on a GPU)")
+    ap.add_argument("--profile", type=non_negative_int, default=0,
+                    help="then profile this many steps of each (kernel time by class, and the top kernels)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "ligo_fit_cost.json"))
     args = ap.parse_args(argv)
     with refused_as_one_line():
@@ -138,11 +171,14 @@ def main(argv=None):
         check_result_file(args.out)
     if args.threads:      # on a shared CPU, one thread is less exposed to neighbours than a synchronised pair
         torch.set_num_threads(args.threads)
-    timing = time_steps(args.repeats, args.batch, args.seq, args.pair, args.device, args.bf16)
+    timing = time_steps(args.repeats, args.batch, args.seq, args.pair, args.device, args.bf16, args.profile)
     paper = paper_fraction()
     print(f"{args.pair} BERT on {timing['device']}{' bf16' if args.bf16 else ''}, batch {args.batch} x seq "
           f"{args.seq}: LiGO fit step {timing['fit_step_s'] * 1e3:.1f} ms, train step "
           f"{timing['train_step_s'] * 1e3:.1f} ms, ratio {timing['ratio']:.2f} (median of {args.repeats}, alternating)")
+    for name, prof in timing.get("profile", {}).items():
+        print(f"  {name} step, ms: " + ", ".join(f"{k} {v}" for k, v in prof["ms_per_step"].items())
+              + f"; idle {prof['idle_ms_per_step']}", flush=True)
     print(f"paper BERT-Small->Base: materialisation {paper['materialise_flops']['width_first'] / 1e9:.1f} GFLOP "
           f"({paper['materialise_fraction_of_step']:.2%} of a train step); 100-step fit = "
           f"{paper['fit_flops']:.3g} FLOPs = {paper['fit_fraction']:.4%} of 400K steps ({paper['train_flops']:.3g})")
