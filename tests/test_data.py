@@ -306,3 +306,60 @@ def test_a_vocabulary_below_the_alphabet_is_refused_before_the_tokenizer_is_cach
     with pytest.raises(ValueError, match=r"vocab 20 is smaller than the \d+ tokens a wordpiece tokenizer"):
         load_pretrain_data("ptb", "mlm", seq_len=16, vocab_size=20, tokenizer="wordpiece", cache_dir=str(tmp_path))
     assert not any(tmp_path.rglob("tokenizer.json"))
+
+
+def _smooth_image_folder(root, size=(60, 80)):
+    """Smooth colour fields (where resampling methods agree to within a few levels, unlike noise) as RGB, gray and
+    CMYK JPEGs and a PNG named .jpg: the kinds ImageNet's train set holds."""
+    from PIL import Image
+    y, x = np.mgrid[0:size[0], 0:size[1]]
+    for split in ("train", "val"):
+        for c, cls in enumerate(("cat", "dog")):
+            (root / split / cls).mkdir(parents=True)
+            for k, mode in enumerate(("RGB", "L", "CMYK", "PNG")):
+                rgb = np.stack([128 + 100 * np.sin(x / (7.0 + k + c)), 128 + 100 * np.cos(y / (5.0 + k)),
+                                (x + y) * (1.5 + c) % 256], -1).astype(np.uint8)
+                image, path = Image.fromarray(rgb), root / split / cls / f"{k}.jpg"
+                if mode == "PNG":
+                    image.save(path, format="PNG")
+                else:
+                    image.convert(mode).save(path, quality=95)
+    return root
+
+
+def test_imagenet_training_batches_from_files_match_the_pil_path(tmp_path, monkeypatch):
+    """Training batches of an ImageFolder decode with torchvision and crop/flip the uint8 tensor (issue 42: 2.2x
+    cheaper a image than PIL + ToTensor): the same crops and flips as the PIL path, pixels within resampling error,
+    every kind of file decoded as PIL decodes it; DeiT's per-image recipe (timm, PIL only) keeps the PIL path."""
+    import copy
+
+    from torchvision.transforms.v2.functional import pil_to_tensor
+    from PIL import Image
+    root = _smooth_image_folder(tmp_path)
+    for path in sorted((root / "train").rglob("*.jpg")):
+        assert torch.equal(vision_mod.decode_rgb(str(path)), pil_to_tensor(Image.open(path).convert("RGB")))
+    data = load_pretrain_data("imagenet", "image", path=str(root), image_size=32)
+    pil = copy.copy(data)
+    pil.files = None
+    calls = []
+    real = vision_mod.decode_rgb
+    monkeypatch.setattr(vision_mod, "decode_rgb", lambda p: calls.append(p) or real(p))
+    for step in range(3):
+        fast, slow = data.train_batch(step, 8, seed=0), pil.train_batch(step, 8, seed=0)
+        assert torch.equal(fast["labels"], slow["labels"]) and fast["pixel_values"].dtype == torch.float32
+        gap = (fast["pixel_values"] - slow["pixel_values"]).abs()
+        other = (fast["pixel_values"] - pil.train_batch(step, 8, seed=1)["pixel_values"]).abs()
+        # normalised units: one level of 255 is 0.017; the same crops, resampled by PIL or by torch
+        assert float(gap.max()) < 0.05 and float(gap.mean()) < 0.005 and float(other.mean()) > 0.5
+    assert len(calls) == 3 * 8
+    calls.clear()
+    assert _same(data.eval_batches(4, 1)[0], pil.eval_batches(4, 1)[0]) and not calls   # held out: PIL path
+    deit = data.with_augmentation(DEIT_PER_IMAGE)
+    deit.train_batch(0, 8, seed=0)
+    assert not calls
+
+
+# the recipe fields tasks.task.Recipe.augmentation hands a data set: DeiT's per-image transform on, mixing off
+DEIT_PER_IMAGE = {"auto_augment": "rand-m9-mstd0.5-inc1", "color_jitter": 0.3, "train_interpolation": "bicubic",
+                  "re_prob": 0.25, "re_mode": "pixel", "re_count": 1, "mixup": 0.0, "cutmix": 0.0, "mixup_prob": 1.0,
+                  "mixup_switch_prob": 0.5, "mixup_mode": "batch", "smoothing": 0.0, "repeated_aug": 1}

@@ -278,10 +278,12 @@ class ImageNetData(ImagePretrainData):
     decodes_images = True
 
     def __init__(self, items: dict, lengths: dict[str, int], num_classes: int, image_size: int | None,
-                 label_names: list[str] | None = None):
+                 label_names: list[str] | None = None, files: dict | None = None):
         import torchvision.transforms as T
+        import torchvision.transforms.v2 as V
         from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
         self.items, self.num_classes, self.label_names = items, num_classes, label_names
+        self.files = files                       # split -> (i -> (image file, label)): an ImageFolder on disk
         self.image_size = size = image_size or IMAGENET_SIZE
         self.n_train, self.n_valid = lengths["train"], lengths["valid"]
         norm = [T.ToTensor(), T.Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)]
@@ -290,6 +292,16 @@ class ImageNetData(ImagePretrainData):
             "train": T.Compose([T.RandomResizedCrop(size, interpolation=bicubic), T.RandomHorizontalFlip(), *norm]),
             "valid": T.Compose([T.Resize(int(size / IMAGENET_EVAL_CROP), interpolation=bicubic), T.CenterCrop(size), *norm]),
         }
+        # The same crop and flip on the uint8 tensor torchvision's libjpeg-turbo decode gives, then one float
+        # conversion of the 224 x 224 crop: on a 16-core GPU machine the PIL path made 248 images per CPU second
+        # (ToTensor's conversion of the PIL image alone ~1.3 ms), 0.88x of what a 45%-MFU DeiT-B step takes
+        # (bench/README.md section 10). Training batches from image files only, and only while no timm per-image
+        # transform (which takes PIL images) is on; held-out batches keep the PIL path that timm's evaluation and
+        # the exported preprocessing describe.
+        self.tensor_train = V.Compose([V.RandomResizedCrop(size, interpolation=bicubic, antialias=True),
+                                       V.RandomHorizontalFlip(), V.ToDtype(torch.float32, scale=True),
+                                       V.Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)])
+        self.per_image = False                   # a timm per-image transform in the recipe (_configure)
 
     def _configure(self) -> None:
         super()._configure()
@@ -302,6 +314,7 @@ class ImageNetData(ImagePretrainData):
                                      color_jitter=a["color_jitter"], interpolation=a["train_interpolation"],
                                      re_prob=a["re_prob"], re_mode=a["re_mode"], re_count=a["re_count"])
             self.transforms = {**self.transforms, "train": posterize_keeping_zero_bits(train)}
+            self.per_image = True
 
     def make_batch(self, split: str, indices: np.ndarray, rng_seed: int) -> dict[str, torch.Tensor]:
         # the random transforms draw from the global RNGs: each image is seeded from (batch seed, its position), inside
@@ -309,11 +322,16 @@ class ImageNetData(ImagePretrainData):
         # callers' randomness is untouched, the batch is reproducible, each image's draws are its own, and an image
         # repeated in a batch (repeated augmentation) is augmented differently each time
         transform, pixels, labels = self.transforms[split], [], []
+        from_files = split == "train" and self.files is not None and not self.per_image
         with seeded_global_rngs() as seed:
             for k, i in enumerate(indices):
-                image, label = self.items[split](int(i))
+                if from_files:
+                    path, label = self.files[split](int(i))
+                    image = decode_rgb(path)
+                else:
+                    image, label = self.items[split](int(i))
                 seed(derive_seed(rng_seed, k))
-                pixels.append(transform(image.convert("RGB")))
+                pixels.append(self.tensor_train(image) if from_files else transform(image.convert("RGB")))
                 labels.append(label)
         batch = {"pixel_values": torch.stack(pixels), "labels": torch.tensor(labels, dtype=torch.long)}
         return self.mix(split, batch, rng_seed)
@@ -324,6 +342,19 @@ class ImageNetData(ImagePretrainData):
         names = {"label_names": list(self.label_names)} if self.label_names else {}
         return {"mean": list(IMAGENET_DEFAULT_MEAN), "std": list(IMAGENET_DEFAULT_STD), "interpolation": "bicubic",
                 "crop_pct": IMAGENET_EVAL_CROP, "crop_mode": "center", **names}
+
+
+def decode_rgb(path: str) -> torch.Tensor:
+    """An image file as a uint8 [3, H, W] tensor (libjpeg-turbo for JPEGs; gray and CMYK converted to RGB); a file
+    torchvision cannot decode falls back to PIL, as ImageFolder's loader reads it."""
+    from torchvision.io import ImageReadMode, decode_image
+    try:
+        return decode_image(path, mode=ImageReadMode.RGB)
+    except RuntimeError:
+        from PIL import Image
+        from torchvision.transforms.v2.functional import pil_to_tensor
+        with Image.open(path) as image:
+            return pil_to_tensor(image.convert("RGB"))
 
 
 def load_imagenet_data(path: str | None = None, image_size: int | None = None) -> ImageNetData:
@@ -338,8 +369,12 @@ def load_imagenet_data(path: str | None = None, image_size: int | None = None) -
 
         def getter(folder):
             return lambda i: (folder.loader(folder.samples[i][0]), folder.samples[i][1])
+
+        def file_getter(folder):
+            return lambda i: folder.samples[i]
         return ImageNetData({s: getter(f) for s, f in folders.items()}, {s: len(f) for s, f in folders.items()},
-                            len(folders["train"].classes), image_size, label_names=folders["train"].classes)
+                            len(folders["train"].classes), image_size, label_names=folders["train"].classes,
+                            files={s: file_getter(f) for s, f in folders.items()})
     from datasets import load_dataset  # the paper's data through the hub (gated: needs an accepted licence)
     splits = {"train": load_dataset("ILSVRC/imagenet-1k", split="train"),
               "valid": load_dataset("ILSVRC/imagenet-1k", split="validation")}
