@@ -220,6 +220,9 @@ def check_args(args) -> str | None:
         setattr(args, name, Path(getattr(args, name)))
     if not args.runs.is_dir():
         return f"--runs {args.runs}: " + ("a file, not a directory" if args.runs.exists() else "no such directory")
+    if getattr(args, "controls", None) is not None and not args.controls.is_dir():
+        return (f"--controls {args.controls}: " + ("a file, not a directory" if args.controls.exists()
+                                                   else "no such directory"))
     from matplotlib.backend_bases import FigureCanvasBase
     known = sorted(FigureCanvasBase.get_supported_filetypes())
     for fmt in args.formats:
@@ -256,6 +259,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="where tables, figures and report.md go (new, empty, or an "
                    "earlier analysis's output)")
     p.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats (default: png pdf)")
+    p.add_argument("--controls", type=Path, default=None,
+                   help="records of the no-growth control (bench/small_continued.py), for the regime check")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     problem = check_args(args)      # all before anything is read or written
@@ -265,6 +270,14 @@ def main(argv=None) -> int:
     runs_list, problems = load_runs(args.runs)
     for prob in problems:
         print(prob, file=sys.stderr)
+    args.control_runs = []
+    if args.controls is not None:
+        args.control_runs, control_problems = load_runs(args.controls)
+        for prob in control_problems:
+            print(prob, file=sys.stderr)
+        if not args.control_runs:
+            print(f"error: --controls {args.controls}: no complete run records there", file=sys.stderr)
+            return 1
     if not runs_list:
         print(f"error: no complete run records under {args.runs}", file=sys.stderr)
         return 1
@@ -299,7 +312,7 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
     report = [f"# Analysis of {args.runs}", "", f"{len(runs_list)} complete runs read; "
               f"{sum(p.kind in ('incomplete', 'corrupt', 'duplicate') for p in problems)} left out.", "",
               TARGET_NOTE, ""]
-    checks = regime.check_all(runs)
+    checks = regime.check_all(runs, runs_frame(args.control_runs) if args.controls is not None else None)
     (out / "regime.md").write_text(f"# Regime checks ({args.runs})\n\n{regime.__doc__}\n"
                                         + regime.to_markdown(checks))
     written.append(out / "regime.md")

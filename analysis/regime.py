@@ -6,7 +6,11 @@ least 1 nat below the unigram cross-entropy of the eval tokens (config reference
 scratch ends below the small model, and the small model was pretrained on at least as many tokens as the large
 one trains on. Per vision task: at least 5,000 eval images (reference.eval_items) and scratch at least 1 point
 of accuracy above the small model. Every task: LiGO's default operator fit (the run labelled `ligo`) costs at
-most 2% of scratch's total FLOPs (the paper's "negligible", §4.1).
+most 2% of scratch's total FLOPs (the paper's "negligible", §4.1). With `--controls` (records of
+bench/small_continued.py: task `<task>_smallcont`, the pair's small model trained on at its own size under the large
+recipe, nothing grown), every task: that control stays short of scratch's final value at every seed; where the small
+model alone reaches what scratch reaches, a saving measures how much of the small model's training a start keeps,
+not what growth is worth.
 
 A check is taken on the worst seed (a regime claim must hold for every seed). Missing data is "n/a (why)",
 never a pass. Works on analysis.frames.runs_frame alone.
@@ -21,6 +25,7 @@ UNIGRAM_MARGIN = 1.0      # nats the small model must beat unigram statistics by
 FIT_SHARE = 0.02          # LiGO's fit, as a share of scratch's total FLOPs
 MIN_EVAL_ITEMS = 5_000    # eval images: below this an accuracy point is within sampling noise
 ACC_MARGIN = 0.01         # scratch over the small model, in accuracy (1 point)
+CONTROL_SUFFIX = "_smallcont"   # bench/small_continued.py's task name for the no-growth control of a task
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ def _seeds(n: int) -> str:
     return f"worst of {n} seed{'s' if n > 1 else ''}"
 
 
-def check_task(runs: pd.DataFrame, task: str, scale: str) -> list[Check]:
+def check_task(runs: pd.DataFrame, task: str, scale: str, controls: pd.DataFrame | None = None) -> list[Check]:
     r = runs[(runs["task"] == task) & (runs["scale"] == scale)]
     large = r[(r["role"] == "large") & r["trained"]]
     scratch = large[large["label"] == "scratch"]
@@ -107,7 +112,28 @@ def check_task(runs: pd.DataFrame, task: str, scale: str) -> list[Check]:
             f"fit {fit.max():.3g} = {100 * fit.max() / total.min():.2f}% of scratch's {total.min():.3g}")
     else:
         add(name, "n/a (no run labelled ligo)" if not len(fit) else no_scratch)
+    if controls is not None:
+        out.append(_control_check(task, scale, scratch, controls, "final_acc" if vision else "final_loss"))
     return out
+
+
+def _control_check(task, scale, scratch, controls, metric) -> Check:
+    """The no-growth control (task<CONTROL_SUFFIX>) against scratch, seed by seed: FAIL if it reaches scratch's final
+    value at any seed."""
+    name = "the small model trained on (no growth) stays short of scratch"
+    c = controls[(controls["task"] == task + CONTROL_SUFFIX) & (controls["scale"] == scale) & controls["trained"]]
+    pairs = [(int(seed), float(row[metric]), float(sc[metric].iloc[0]))
+             for seed, row in c.set_index("seed").iterrows()
+             if len(sc := scratch[scratch["seed"] == seed]) and pd.notna(row[metric]) and pd.notna(sc[metric].iloc[0])]
+    if not pairs:
+        why = "no control run" if not len(c) else "no scratch run of the control's seeds"
+        return Check(task, scale, name, f"n/a ({why}: bench/small_continued.py)")
+    higher = metric == "final_acc"
+    reached = [seed for seed, ctl, sc in pairs if (ctl >= sc if higher else ctl <= sc)]
+    fmt = (lambda v: f"{100 * v:.2f}%") if higher else (lambda v: f"{v:.3f}")
+    detail = "; ".join(f"s{seed}: trained on {fmt(ctl)} vs scratch {fmt(sc)}" for seed, ctl, sc in sorted(pairs))
+    return Check(task, scale, name, _verdict(not reached),
+                 detail + (f" (reached at s{', s'.join(map(str, reached))})" if reached else ""))
 
 
 def _tokens_check(task, scale, small, scratch, large) -> Check:
@@ -127,9 +153,10 @@ def _tokens_check(task, scale, small, scratch, large) -> Check:
                  f"small {s_tok:,.0f} tokens ({s_src}) vs large {l_tok:,.0f} ({l_src})")
 
 
-def check_all(runs: pd.DataFrame) -> list[Check]:
+def check_all(runs: pd.DataFrame, controls: pd.DataFrame | None = None) -> list[Check]:
+    """Every task's checks; `controls`: runs_frame of the no-growth control records (--controls), or None."""
     large = runs[runs["role"] == "large"]
-    return [c for t, s in sorted(set(zip(large["task"], large["scale"]))) for c in check_task(runs, t, s)]
+    return [c for t, s in sorted(set(zip(large["task"], large["scale"]))) for c in check_task(runs, t, s, controls)]
 
 
 def caption_warning(checks: list[Check], task: str, scale: str) -> str:

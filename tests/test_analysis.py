@@ -303,6 +303,35 @@ def test_regime_checks_pass_fail_and_say_what_is_missing(tmp_path):
     assert ("deit_s_b", "small final") not in got and ("deit_s_b", "small pretrained") not in got
 
 
+def test_the_no_growth_control_fails_a_task_whose_small_model_alone_reaches_scratch(tmp_path, capsys):
+    """--controls: bench/small_continued.py's records (task <task>_smallcont); the check pairs seeds, says which
+    reached, and a FAIL puts the regime warning in that task's table captions."""
+    from analysis.__main__ import main
+    from analysis.regime import check_all
+    runs_dir, controls = tmp_path / "runs", tmp_path / "controls"
+    for seed in (0, 1):
+        write_run(runs_dir, "scratch", SCRATCH, seed=seed)                                        # final 4.0
+        write_run(runs_dir, "ligo", [(0, 10, 7.0), (1, 110, 4.0)], seed=seed)
+        write_run(runs_dir, "scratch", SCRATCH, seed=seed, task="bert_depth_only")
+    write_run(controls, "direct_copy", [(0, 0, 5.0), (1, 50, 3.9)], task="bert_small_base_smallcont")   # reaches
+    write_run(controls, "direct_copy", [(0, 0, 5.0), (1, 50, 4.2)], seed=1, task="bert_small_base_smallcont")
+    write_run(controls, "direct_copy", [(0, 0, 5.0), (1, 50, 4.1)], task="bert_depth_only_smallcont")    # short
+    runs, _ = load_runs(runs_dir)
+    ctl, _ = load_runs(controls)
+    got = {c.task: (c.status, c.detail) for c in check_all(runs_frame(runs), runs_frame(ctl))
+           if c.name.startswith("the small model trained on")}
+    assert got["bert_small_base"] == ("FAIL", "s0: trained on 3.900 vs scratch 4.000; s1: trained on 4.200 vs "
+                                              "scratch 4.000 (reached at s0)")
+    assert got["bert_depth_only"] == ("PASS", "s0: trained on 4.100 vs scratch 4.000")
+    assert not any(c.name.startswith("the small model trained on") for c in check_all(runs_frame(runs)))
+    out = tmp_path / "out"
+    assert main(["--runs", str(runs_dir), "--controls", str(controls), "--out", str(out), "--formats", "png"]) == 0
+    assert "REGIME CHECK FAILED" in (out / "savings-bert_small_base-mini.md").read_text()
+    assert main(["--runs", str(runs_dir), "--controls", str(tmp_path / "none"), "--out", str(tmp_path / "o2")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"error: --controls {tmp_path / 'none'}: no such directory" and not (tmp_path / "o2").exists()
+
+
 def test_vision_uses_accuracy_higher_is_better(tmp_path):
     acc = [(0, 0, 0.1), (1, 100, 0.5), (2, 200, 0.7), (3, 300, 0.75), (4, 400, 0.8)]
     write_run(tmp_path, "scratch", acc, task="deit_s_b", acc=True)

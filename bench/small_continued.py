@@ -1,0 +1,168 @@
+"""What growth buys over not growing: the pair's pretrained small model trained on at its own size, under the large
+model's recipe (its steps, lr, warm-up and schedule), against scratch's final quality and cost.
+
+Every saving in the paper's tables takes the small model as given (its pretraining is free) and asks how soon the
+grown large model reaches what scratch reaches. A grown model whose added width or depth is never used (twins that
+stay twins, cause 3 of REPRODUCE.md) is, in what it can represent, the small model trained on; if the small model
+trained on reaches scratch's final quality by itself, cheaper per step, a saving says more about the value of the
+pretrained small model than about the growth operator, and a twin start can cost nothing. This baseline measures it:
+the task with its large model replaced by the small one (`<task>_smallcont`: nothing is grown, `direct_copy` copies
+the small model into itself), run as any growth run is (the small model from the cache, pretrained once per seed),
+its savings computed by analysis/savings.py's rule against the committed scratch run of the same seed.
+
+    HF_HUB_OFFLINE=1 python bench/small_continued.py [--tasks deit_s_b cait_xs_s:0,1,2 bert_small_base] [--seeds 0 1]
+        [--scale mini] [--records records/mini] [--runs runs/out/small_continued] [--device cpu]
+
+`TASK:S,S` gives one task its own seeds (default: --seeds).
+
+Each run is recorded under --runs (a complete one is reused). Writes bench/results/small_continued.json.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.cli import check_result_file, checked_device, refused_as_one_line  # noqa: E402
+from bench.result_file import write_result  # noqa: E402
+from run import OneLineArgumentParser  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "runs" / "out" / "small_continued"
+METHOD = "direct_copy"           # equal sizes: the small model copied into a model of its own shape
+
+
+def continued_task(task):
+    """The task with its large model replaced by its small one: the small model trained on, under the large recipe."""
+    return task.with_(name=f"{task.name}_smallcont", large=task.small)
+
+
+def run_dir(runs: Path, task, seed: int) -> Path:
+    t = continued_task(task)
+    return runs / f"{t.name}-{t.scale}" / f"{METHOD}-s{seed}"
+
+
+def check_reusable(task, seed: int, runs: Path) -> None:
+    """A complete record is reused only if it is the run this baseline would make now (bench/depth_probe.py's rule)."""
+    from bench.sweep_records import stale_reason
+    from methods import get_method
+    from runs.record import SUMMARY
+    out = run_dir(runs, task, seed)
+    if (out / SUMMARY).exists() and (why := stale_reason(out, continued_task(task), get_method(METHOD), None)):
+        raise ValueError(f"{out} is complete, but {why}; move it away (or give another --runs) to train it again")
+
+
+def eval_curve(directory: Path):
+    """Eval rows (step, flops, eval_loss, eval_acc where present) of a record, as a DataFrame."""
+    import pandas as pd
+
+    from runs.record import load_run
+    rows = [r for r in load_run(directory).metrics if "eval_loss" in r]
+    return pd.DataFrame([{k: r.get(k) for k in ("step", "flops", "eval_loss", "eval_acc")} for r in rows])
+
+
+def compare(task, seed: int, continued: Path, records: Path) -> dict:
+    """The continued small model against scratch (same seed, from the committed records) and the small model."""
+    from analysis.savings import HIGHER_IS_BETTER, cost_to_reach
+    pair = records / f"{task.name}-{task.scale}"
+    scratch, small = pair / f"scratch-s{seed}", pair / f"small-s{seed}"
+    if not (scratch / "summary.json").exists():
+        raise ValueError(f"no complete scratch run {scratch}: the comparison needs scratch's final value and cost")
+    ours, theirs = eval_curve(continued), eval_curve(scratch)
+    metric = "eval_acc" if task.objective == "image" else "eval_loss"
+    target, scratch_flops = float(theirs.sort_values("step")[metric].iloc[-1]), float(theirs["flops"].max())
+    cost = cost_to_reach(ours, target, metric)
+    final = float(ours.sort_values("step")[metric].iloc[-1])
+    row = {"task": task.name, "seed": seed, "metric": metric, "record": _shown(continued),
+           "small": task.small.short(), "large": task.large.short(),
+           "continued_final": final, "scratch_final": target,
+           "small_final": float(eval_curve(small).sort_values("step")[metric].iloc[-1]) if small.exists() else None,
+           "reached": cost == cost, "flops_to_target": cost if cost == cost else None, "scratch_flops": scratch_flops,
+           "saving_flops": 1 - cost / scratch_flops if cost == cost else None,
+           "continued_flops_per_step_vs_scratch": float(ours["flops"].max()) / scratch_flops}
+    row["ahead_of_scratch"] = (final - target) * (1 if metric in HIGHER_IS_BETTER else -1)
+    return row
+
+
+def _shown(path: Path) -> str:
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| task | seed | small → large | metric | small | small trained on | scratch | reached | FLOPs saved |",
+             "|---|---:|---|---|---:|---:|---:|---|---:|"]
+    for r in rows:
+        fmt = (lambda v: f"{100 * v:.2f}%") if r["metric"] == "eval_acc" else (lambda v: f"{v:.3f}")
+        saved = f"{100 * r['saving_flops']:.1f}%" if r["reached"] else "-"
+        small = fmt(r["small_final"]) if r["small_final"] is not None else "-"
+        lines.append(f"| {r['task']} | {r['seed']} | {r['small']} → {r['large']} | {r['metric']} | {small} | "
+                     f"{fmt(r['continued_final'])} | {fmt(r['scratch_final'])} | {'yes' if r['reached'] else 'no'} | "
+                     f"{saved} |")
+    return "\n".join(lines)
+
+
+def task_seeds(entry: str, default: list[int]) -> tuple[str, list[int]]:
+    """"TASK" or "TASK:S,S,..." -> (task name, seeds)."""
+    name, _, seeds = entry.partition(":")
+    if not seeds:
+        return name, list(default)
+    try:
+        return name, [int(s) for s in seeds.split(",")]
+    except ValueError:
+        raise ValueError(f"--tasks {entry}: seeds after ':' are integers separated by commas (cait_xs_s:0,1,2)") from None
+
+
+def main(argv=None) -> int:
+    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", nargs="+", default=["deit_s_b", "cait_xs_s:0,1,2", "bert_small_base"],
+                    help="task names, each optionally with its own seeds: cait_xs_s:0,1,2")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    ap.add_argument("--scale", default="mini")
+    ap.add_argument("--records", type=Path, default=ROOT / "records" / "mini",
+                    help="the committed runs holding each pair's scratch and small runs")
+    ap.add_argument("--runs", type=Path, default=RUNS, help="where the continued small models are recorded")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "small_continued.json"))
+    args = ap.parse_args(argv)
+    with refused_as_one_line():          # unknown tasks, seeds, missing scratch records: before anything trains
+        from runs.experiment import check_seed
+        from runs.preflight import check_out
+        from tasks import get_task
+        plan = [task_seeds(entry, args.seeds) for entry in args.tasks]
+        for _, seeds in plan:
+            for seed in seeds:
+                check_seed(seed)
+        args.device = checked_device(args.device)
+        check_result_file(args.out)
+        check_out(args.runs, "--runs")
+        tasks = [(get_task(name, args.scale), seeds) for name, seeds in plan]
+        for task, seeds in tasks:
+            for seed in seeds:
+                scratch = args.records / f"{task.name}-{task.scale}" / f"scratch-s{seed}" / "summary.json"
+                if not scratch.exists():
+                    raise ValueError(f"no complete scratch run {scratch.parent} to compare with (--records)")
+                check_reusable(task, seed, args.runs)
+    from methods import get_method
+    from runs.experiment import run_experiment
+    from runs.record import SUMMARY
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    rows = []
+    for task, seeds in tasks:
+        for seed in seeds:
+            out = run_dir(args.runs, task, seed)
+            if not (out / SUMMARY).exists():
+                run_experiment(continued_task(task), get_method(METHOD), seed=seed, device=args.device, out=out,
+                               resume=out.exists(), progress=False, log=log)
+            rows.append(compare(task, seed, out, args.records))
+    text = table(rows)
+    print(text)
+    write_result(args.out, {"scale": args.scale, "rows": rows, "table": text})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
