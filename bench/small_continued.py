@@ -10,8 +10,8 @@ the task with its large model replaced by the small one (`<task>_smallcont`: not
 the small model into itself), run as any growth run is (the small model from the cache, pretrained once per seed),
 its savings computed by analysis/savings.py's rule against the committed scratch run of the same seed.
 
-    HF_HUB_OFFLINE=1 python bench/small_continued.py [--tasks deit_s_b cait_xs_s:0,1,2 bert_small_base llama_small_base:0]
-        [--seeds 0 1]
+    HF_HUB_OFFLINE=1 python bench/small_continued.py
+        [--tasks deit_s_b cait_xs_s:0,1,2 bert_small_base bert_width_only:0 llama_small_base:0] [--seeds 0 1]
         [--scale mini] [--records records/mini] [--runs runs/out/small_continued] [--device cpu]
 
 `TASK:S,S` gives one task its own seeds (default: --seeds).
@@ -114,13 +114,15 @@ def task_seeds(entry: str, default: list[int]) -> tuple[str, list[int]]:
     try:
         return name, [int(s) for s in seeds.split(",")]
     except ValueError:
-        raise ValueError(f"--tasks {entry}: seeds after ':' are integers separated by commas (cait_xs_s:0,1,2)") from None
+        raise ValueError(f"--tasks {entry}: seeds after ':' are integers separated by commas "
+                         "(cait_xs_s:0,1,2)") from None
 
 
 def main(argv=None) -> int:
     ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", nargs="+",
-                    default=["deit_s_b", "cait_xs_s:0,1,2", "bert_small_base", "llama_small_base:0"],
+                    default=["deit_s_b", "cait_xs_s:0,1,2", "bert_small_base", "bert_width_only:0",
+                             "llama_small_base:0"],
                     help="task names, each optionally with its own seeds: cait_xs_s:0,1,2")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     ap.add_argument("--scale", default="mini")
