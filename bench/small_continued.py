@@ -27,7 +27,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.cli import check_result_file, checked_device, refused_as_one_line  # noqa: E402
+from bench.cli import check_result_file, checked_device, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from run import OneLineArgumentParser  # noqa: E402
 
@@ -36,9 +36,11 @@ RUNS = ROOT / "runs" / "out" / "small_continued"
 METHOD = "direct_copy"           # equal sizes: the small model copied into a model of its own shape
 
 
-def continued_task(task):
-    """The task with its large model replaced by its small one: the small model trained on, under the large recipe."""
-    return task.with_(name=f"{task.name}_smallcont", large=task.small)
+def continued_task(task, steps: int | None = None):
+    """The task with its large model replaced by its small one: the small model trained on, under the large recipe
+    (`steps`: that recipe with another number of steps, to match a scratch run trained longer)."""
+    cont = task.with_(name=f"{task.name}_smallcont", large=task.small)
+    return cont if steps is None else cont.with_(recipe=cont.recipe.with_(steps=steps))
 
 
 def run_dir(runs: Path, task, seed: int) -> Path:
@@ -46,13 +48,13 @@ def run_dir(runs: Path, task, seed: int) -> Path:
     return runs / f"{t.name}-{t.scale}" / f"{METHOD}-s{seed}"
 
 
-def check_reusable(task, seed: int, runs: Path) -> None:
+def check_reusable(task, seed: int, runs: Path, steps: int | None = None) -> None:
     """A complete record is reused only if it is the run this baseline would make now (bench/depth_probe.py's rule)."""
     from bench.sweep_records import stale_reason
     from methods import get_method
     from runs.record import SUMMARY
     out = run_dir(runs, task, seed)
-    if (out / SUMMARY).exists() and (why := stale_reason(out, continued_task(task), get_method(METHOD), None)):
+    if (out / SUMMARY).exists() and (why := stale_reason(out, continued_task(task, steps), get_method(METHOD), None)):
         raise ValueError(f"{out} is complete, but {why}; move it away (or give another --runs) to train it again")
 
 
@@ -130,6 +132,9 @@ def main(argv=None) -> int:
                     help="the committed runs holding each pair's scratch and small runs")
     ap.add_argument("--runs", type=Path, default=RUNS, help="where the continued small models are recorded")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--steps", type=positive_int, default=None,
+                    help="train the control this many steps (default: the task's), against a scratch run in --records "
+                         "trained as long (e.g. `bench.sweeps deit --methods scratch --set steps=6400`)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "small_continued.json"))
     args = ap.parse_args(argv)
     with refused_as_one_line():          # unknown tasks, seeds, missing scratch records: before anything trains
@@ -149,7 +154,7 @@ def main(argv=None) -> int:
                 scratch = args.records / f"{task.name}-{task.scale}" / f"scratch-s{seed}" / "summary.json"
                 if not scratch.exists():
                     raise ValueError(f"no complete scratch run {scratch.parent} to compare with (--records)")
-                check_reusable(task, seed, args.runs)
+                check_reusable(task, seed, args.runs, args.steps)
     from methods import get_method
     from runs.experiment import run_experiment
     from runs.record import SUMMARY
@@ -159,12 +164,13 @@ def main(argv=None) -> int:
         for seed in seeds:
             out = run_dir(args.runs, task, seed)
             if not (out / SUMMARY).exists():
-                run_experiment(continued_task(task), get_method(METHOD), seed=seed, device=args.device, out=out,
-                               resume=out.exists(), progress=False, log=log)
+                run_experiment(continued_task(task, args.steps), get_method(METHOD), seed=seed, device=args.device,
+                               out=out, resume=out.exists(), progress=False, log=log)
             rows.append(compare(task, seed, out, args.records))
     text = table(rows)
     print(text)
-    write_result(args.out, {"scale": args.scale, "rows": rows, "table": text})
+    write_result(args.out, {"scale": args.scale, "steps": args.steps, "records": _shown(args.records), "rows": rows,
+                            "table": text})
     return 0
 
 
