@@ -260,13 +260,15 @@ def main(argv=None):
     ap.add_argument("--only", choices=("text", "images"), default=None)
     ap.add_argument("--text-batch", type=positive_int, default=256)
     ap.add_argument("--seq", type=positive_int, default=128)
-    ap.add_argument("--text-batches", type=positive_int, default=40, help="batches timed per worker count (at least 8 a worker)")
+    ap.add_argument("--text-batches", type=positive_int, default=40,
+                    help="batches timed per worker count (at least 8 a worker)")
     ap.add_argument("--text-repeat", type=positive_int, default=1, help="PTB's training text this many times over")
     ap.add_argument("--images", type=positive_int, default=320, help="training JPEGs generated (val: a tenth)")
     ap.add_argument("--source-sizes", type=image_size, nargs="+", default=[(500, 375), (341, 256)],
                     help="JPEG sizes WxH: ImageNet's typical 500x375, and a copy resized to a 256 short side")
     ap.add_argument("--image-batch", type=positive_int, default=32)
-    ap.add_argument("--image-batches", type=positive_int, default=10, help="batches timed per worker count (at least 8 a worker)")
+    ap.add_argument("--image-batches", type=positive_int, default=10,
+                    help="batches timed per worker count (at least 8 a worker)")
     ap.add_argument("--gpu", default="NVIDIA H200", help="whose dense bf16 peak sets the images' consumption")
     ap.add_argument("--gpu-mfu", default=str(RESULTS / "gpu_mfu.json"), help="measured BERT-Base tokens/s")
     ap.add_argument("--target-mfu", type=positive_float, default=TARGET_MFU)

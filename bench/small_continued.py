@@ -20,6 +20,7 @@ Each run is recorded under --runs (a complete one is reused). Writes bench/resul
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -78,13 +79,14 @@ def compare(task, seed: int, continued: Path, records: Path) -> dict:
     metric = "eval_acc" if task.objective == "image" else "eval_loss"
     target, scratch_flops = float(theirs.sort_values("step")[metric].iloc[-1]), float(theirs["flops"].max())
     cost = cost_to_reach(ours, target, metric)
+    reached = not math.isnan(cost)
     final = float(ours.sort_values("step")[metric].iloc[-1])
     row = {"task": task.name, "seed": seed, "metric": metric, "record": _shown(continued),
            "small": task.small.short(), "large": task.large.short(),
            "continued_final": final, "scratch_final": target,
            "small_final": float(eval_curve(small).sort_values("step")[metric].iloc[-1]) if small.exists() else None,
-           "reached": cost == cost, "flops_to_target": cost if cost == cost else None, "scratch_flops": scratch_flops,
-           "saving_flops": 1 - cost / scratch_flops if cost == cost else None,
+           "reached": reached, "flops_to_target": cost if reached else None, "scratch_flops": scratch_flops,
+           "saving_flops": 1 - cost / scratch_flops if reached else None,
            "continued_flops_per_step_vs_scratch": float(ours["flops"].max()) / scratch_flops}
     row["ahead_of_scratch"] = (final - target) * (1 if metric in HIGHER_IS_BETTER else -1)
     return row

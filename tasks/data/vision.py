@@ -301,12 +301,16 @@ class ImageNetData(ImagePretrainData):
         self.tensor_train = V.Compose([V.RandomResizedCrop(size, interpolation=bicubic, antialias=True),
                                        V.RandomHorizontalFlip(), V.ToDtype(torch.float32, scale=True),
                                        V.Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)])
-        self.per_image = False                   # a timm per-image transform in the recipe (_configure)
+
+    @property
+    def timm_per_image(self) -> bool:
+        """Whether the recipe turns on timm's per-image transform (which takes PIL images)."""
+        return bool(self.augment) and any(self.augment[name] for name in PER_IMAGE)
 
     def _configure(self) -> None:
         super()._configure()
         a = self.augment
-        if any(a[name] for name in PER_IMAGE):
+        if self.timm_per_image:
             from timm.data import create_transform
             # DeiT's datasets.build_transform: timm's ImageNet training transform (random resized crop, flip,
             # RandAugment, random erasing after normalisation) with main.py's options
@@ -314,7 +318,6 @@ class ImageNetData(ImagePretrainData):
                                      color_jitter=a["color_jitter"], interpolation=a["train_interpolation"],
                                      re_prob=a["re_prob"], re_mode=a["re_mode"], re_count=a["re_count"])
             self.transforms = {**self.transforms, "train": posterize_keeping_zero_bits(train)}
-            self.per_image = True
 
     def make_batch(self, split: str, indices: np.ndarray, rng_seed: int) -> dict[str, torch.Tensor]:
         # the random transforms draw from the global RNGs: each image is seeded from (batch seed, its position), inside
@@ -322,7 +325,7 @@ class ImageNetData(ImagePretrainData):
         # callers' randomness is untouched, the batch is reproducible, each image's draws are its own, and an image
         # repeated in a batch (repeated augmentation) is augmented differently each time
         transform, pixels, labels = self.transforms[split], [], []
-        from_files = split == "train" and self.files is not None and not self.per_image
+        from_files = split == "train" and self.files is not None and not self.timm_per_image
         with seeded_global_rngs() as seed:
             for k, i in enumerate(indices):
                 if from_files:
