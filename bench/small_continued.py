@@ -13,8 +13,13 @@ its savings computed by analysis/savings.py's rule against the committed scratch
     HF_HUB_OFFLINE=1 python bench/small_continued.py
         [--tasks deit_s_b cait_xs_s:0,1,2 bert_small_base bert_width_only:0 llama_small_base:0] [--seeds 0 1]
         [--scale mini] [--records records/mini] [--runs runs/out/small_continued] [--device cpu]
+        [--steps N] [--set KEY=VALUE ...] [--train-only]
 
-`TASK:S,S` gives one task its own seeds (default: --seeds).
+`TASK:S,S` gives one task its own seeds (default: --seeds). `--set` takes the recipe and small_recipe fields a
+sweep's `--set` gave its runs (`--set steps=6400 --set small_recipe.steps=6400`: the large budget, and the small
+model pretrained as long), so that the control is the one of those runs; `--steps N` is `--set steps=N`.
+`--train-only` trains (or finds) the controls and compares nothing: for a machine that does not hold the scratch
+runs yet (bench/issue41_regime.sh), the comparison then made where they are.
 
 Each run is recorded under --runs (a complete one is reused). Writes bench/results/small_continued.json.
 """
@@ -37,11 +42,24 @@ RUNS = ROOT / "runs" / "out" / "small_continued"
 METHOD = "direct_copy"           # equal sizes: the small model copied into a model of its own shape
 
 
-def continued_task(task, steps: int | None = None):
+def continued_task(task, settings: tuple = ()):
     """The task with its large model replaced by its small one: the small model trained on, under the large recipe
-    (`steps`: that recipe with another number of steps, to match a scratch run trained longer)."""
-    cont = task.with_(name=f"{task.name}_smallcont", large=task.small)
-    return cont if steps is None else cont.with_(recipe=cont.recipe.with_(steps=steps))
+    (`settings`: (KEY, VALUE) pairs of recipe and small_recipe fields, as a sweep's --set gave the runs compared)."""
+    from methods import METHODS
+    from runs.settings import route
+    task, _, _ = route(task, METHODS[METHOD], tuple(settings))
+    return task.with_(name=f"{task.name}_smallcont", large=task.small)
+
+
+def check_settings(task, settings: tuple) -> None:
+    """Only recipe fields and small_recipe fields: the control has no growth operator (method options), and a spec
+    change (large.*) would be of a model it does not train."""
+    from runs.settings import SMALL_RECIPE
+    fields = {f for f in task.recipe.__dataclass_fields__}
+    for key, _ in settings:
+        if key.removeprefix(SMALL_RECIPE) not in fields:
+            raise ValueError(f"--set {key}: the control takes recipe fields (steps, lr, warmup, ...) and "
+                             f"small_recipe.<field>; one of: {', '.join(sorted(fields))}")
 
 
 def run_dir(runs: Path, task, seed: int) -> Path:
@@ -49,13 +67,13 @@ def run_dir(runs: Path, task, seed: int) -> Path:
     return runs / f"{t.name}-{t.scale}" / f"{METHOD}-s{seed}"
 
 
-def check_reusable(task, seed: int, runs: Path, steps: int | None = None) -> None:
+def check_reusable(task, seed: int, runs: Path, settings: tuple = ()) -> None:
     """A complete record is reused only if it is the run this baseline would make now (bench/depth_probe.py's rule)."""
     from bench.sweep_records import stale_reason
     from methods import get_method
     from runs.record import SUMMARY
     out = run_dir(runs, task, seed)
-    if (out / SUMMARY).exists() and (why := stale_reason(out, continued_task(task, steps), get_method(METHOD), None)):
+    if (out / SUMMARY).exists() and (why := stale_reason(out, continued_task(task, settings), get_method(METHOD), None)):
         raise ValueError(f"{out} is complete, but {why}; move it away (or give another --runs) to train it again")
 
 
@@ -137,27 +155,40 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=positive_int, default=None,
                     help="train the control this many steps (default: the task's), against a scratch run in --records "
                          "trained as long (e.g. `bench.sweeps deit --methods scratch --set steps=6400`)")
+    ap.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                    help="a recipe or small_recipe field, as the compared runs' sweep --set (small_recipe.steps=6400)")
+    ap.add_argument("--train-only", action="store_true",
+                    help="train the controls, compare nothing (no scratch records needed, no result written)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "small_continued.json"))
     args = ap.parse_args(argv)
     with refused_as_one_line():          # unknown tasks, seeds, missing scratch records: before anything trains
         from runs.experiment import check_seed
         from runs.preflight import check_out
         from tasks import get_task
+        from methods import get_method
+        from runs.experiment import check_inputs
+        from runs.settings import check_repeated, split_item
         plan = [task_seeds(entry, args.seeds) for entry in args.tasks]
         for _, seeds in plan:
             for seed in seeds:
                 check_seed(seed)
+        settings = tuple(split_item(item) for item in args.settings)
+        if args.steps is not None:
+            settings += (("steps", str(args.steps)),)
+        check_repeated(settings)
         args.device = checked_device(args.device)
-        check_result_file(args.out)
+        if not args.train_only:
+            check_result_file(args.out)
         check_out(args.runs, "--runs")
         tasks = [(get_task(name, args.scale), seeds) for name, seeds in plan]
         for task, seeds in tasks:
+            check_settings(task, settings)
             for seed in seeds:
+                check_inputs(continued_task(task, settings), get_method(METHOD), seed, None)  # the run's own checks
                 scratch = args.records / f"{task.name}-{task.scale}" / f"scratch-s{seed}" / "summary.json"
-                if not scratch.exists():
+                if not args.train_only and not scratch.exists():
                     raise ValueError(f"no complete scratch run {scratch.parent} to compare with (--records)")
-                check_reusable(task, seed, args.runs, args.steps)
-    from methods import get_method
+                check_reusable(task, seed, args.runs, settings)
     from runs.experiment import run_experiment
     from runs.record import SUMMARY
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
@@ -166,13 +197,18 @@ def main(argv=None) -> int:
         for seed in seeds:
             out = run_dir(args.runs, task, seed)
             if not (out / SUMMARY).exists():
-                run_experiment(continued_task(task, args.steps), get_method(METHOD), seed=seed, device=args.device,
+                run_experiment(continued_task(task, settings), get_method(METHOD), seed=seed, device=args.device,
                                out=out, resume=out.exists(), progress=False, log=log)
-            rows.append(compare(task, seed, out, args.records))
+            if args.train_only:
+                print(f"control trained: {out}")
+            else:
+                rows.append(compare(task, seed, out, args.records))
+    if args.train_only:
+        return 0
     text = table(rows)
     print(text)
-    write_result(args.out, {"scale": args.scale, "steps": args.steps, "records": _shown(args.records), "rows": rows,
-                            "table": text})
+    write_result(args.out, {"scale": args.scale, "steps": args.steps, "settings": [list(kv) for kv in settings],
+                            "records": _shown(args.records), "rows": rows, "table": text})
     return 0
 
 

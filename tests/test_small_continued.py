@@ -32,3 +32,53 @@ def test_the_committed_result_recomputes_from_the_records(result):
         again = compare(task, row["seed"], ROOT / row["record"], ROOT / committed["records"])
         assert again == row
         assert again["reached"] == (again["saving_flops"] is not None)
+
+
+def test_settings_reach_the_control_as_a_sweeps_set_reaches_its_runs():
+    task = get_task("bert_small_base", "mini")
+    cont = continued_task(task, (("steps", "6400"), ("small_recipe.steps", "3200")))
+    assert cont.recipe == task.recipe.with_(steps=6400)
+    assert cont.small_recipe == task.small_recipe.with_(steps=3200)     # the small model of those runs, pretrained as long
+    assert cont.large == cont.small == task.small
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--set", "large.hidden=8"], "the control takes recipe fields"),
+    (["--set", "fit_steps=5"], "the control takes recipe fields"),
+    (["--set", "steps=abc"], "steps=abc"),
+    (["--steps", "5", "--set", "steps=6"], "given twice"),
+    (["--set", "small_recipe.steps=0", "--train-only"], "small_recipe.steps=0"),
+])
+def test_bad_settings_are_refused_in_one_line_before_anything_is_written(tmp_path, capsys, argv, said):
+    from bench.small_continued import main
+    runs, out = tmp_path / "runs", tmp_path / "result.json"
+    with pytest.raises(SystemExit) as exit_:
+        main(["--tasks", "deit_s_b:0", "--runs", str(runs), "--out", str(out), *argv])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and len(err.splitlines()) == 1
+    assert not runs.exists() and not out.exists()
+
+
+def test_merge_runs_copies_complete_runs_whole_and_never_an_incomplete_one(tmp_path):
+    import subprocess
+
+    def run(root, label, complete, text):
+        d = root / "t-mini" / label
+        d.mkdir(parents=True)
+        (d / "metrics.jsonl").write_text(text)
+        if complete:
+            (d / "summary.json").write_text("{}")
+    a, b, dest = tmp_path / "a", tmp_path / "b", tmp_path / "dest"
+    run(a, "ligo-s0", False, "a's incomplete")      # an incomplete run in one part ...
+    run(b, "ligo-s0", True, "b's complete")          # ... complete in the other
+    run(a, "small-s0", True, "a's small")
+    run(b, "small-s0", True, "b's small")
+    run(a, "net2net-s0", False, "only incomplete")
+    run(dest, "scratch-s0", False, "dest's incomplete")
+    run(b, "scratch-s0", True, "b's scratch")
+    script = ROOT / "bench" / "merge_runs.sh"
+    subprocess.run(["bash", "-c", f'. "{script}" && merge_runs "{dest}" "{a}" "{b}"'], check=True)
+    got = {d.name: (d / "metrics.jsonl").read_text() for d in (dest / "t-mini").iterdir()}
+    assert got == {"ligo-s0": "b's complete", "small-s0": "a's small", "scratch-s0": "b's scratch"}
+    assert all((dest / "t-mini" / label / "summary.json").exists() for label in got)
