@@ -3,8 +3,8 @@
 A growth method can only save what the small model knows: if the small model barely beats word frequencies, or
 scratch ends no better than the small model, a "saving" measures noise. Per text task: the small model ends at
 least 1 nat below the unigram cross-entropy of the eval tokens (config reference.unigram_ce, runs/experiment.py),
-scratch ends below the small model, and the small model was pretrained on at least as many tokens as the large
-one trains on. Per vision task: at least 5,000 eval images (reference.eval_items) and scratch at least 1 point
+scratch ends below the small model, and the small model was pretrained on at least half the tokens the large one
+trains on. Per vision task: at least 5,000 eval images (reference.eval_items) and scratch at least 1 point
 of accuracy above the small model. Every task: LiGO's default operator fit (the run labelled `ligo`) costs at
 most 2% of scratch's total FLOPs (the paper's "negligible", §4.1). With `--controls` (records of
 bench/small_continued.py: task `<task>_smallcont`, the pair's small model trained on at its own size under the large
@@ -26,6 +26,11 @@ FIT_SHARE = 0.02          # LiGO's fit, as a share of scratch's total FLOPs
 MIN_EVAL_ITEMS = 5_000    # eval images: below this an accuracy point is within sampling noise
 ACC_MARGIN = 0.01         # scratch over the small model, in accuracy (1 point)
 CONTROL_SUFFIX = "_smallcont"   # bench/small_continued.py's task name for the no-growth control of a task
+# The small model's pretraining tokens, as a share of the large run's, below which its head start is spent within
+# the run: the paper pretrains BERT-Small 220K steps for a 400K-step BERT-Base (0.55, App. C.1), and a mini pair
+# trained at a quarter (BERT-Small->Base at 6,400 steps, small model 1,600: records/bert-long) has interpolation
+# lead scratch by 0.53 nat at step 800 and save 1.0%. Half passes the paper's setting and fails that one.
+SMALL_TOKEN_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -137,9 +142,10 @@ def _control_check(task, scale, scratch, controls, metric) -> Check:
 
 
 def _tokens_check(task, scale, small, scratch, large) -> Check:
-    """Tokens the small model was pretrained on vs tokens the large model trains on: the records' own counts
-    (summary units) where present, else the recipes the large runs' configs record (task.small_recipe, .recipe)."""
-    name = "small pretrained on >= the large model's training tokens"
+    """Tokens the small model was pretrained on vs tokens the large model trains on (at least SMALL_TOKEN_SHARE of
+    them): the records' own counts (summary units) where present, else the recipes the large runs' configs record
+    (task.small_recipe, .recipe)."""
+    name = f"small pretrained on >= {SMALL_TOKEN_SHARE:g}x the large model's training tokens"
     s_units, l_units = _vals(small, "units"), _vals(scratch, "units")
     ref = (scratch if len(scratch) else large).head(1)
     world = int(ref["world_size"].iloc[0]) if len(ref) else 1
@@ -149,8 +155,8 @@ def _tokens_check(task, scale, small, scratch, large) -> Check:
         _tokens(ref["recipe"].iloc[0], world) if len(ref) else None, "recipe")
     if s_tok is None or l_tok is None:
         return Check(task, scale, name, "n/a (neither the records' token counts nor their recipes)")
-    return Check(task, scale, name, _verdict(s_tok >= l_tok),
-                 f"small {s_tok:,.0f} tokens ({s_src}) vs large {l_tok:,.0f} ({l_src})")
+    return Check(task, scale, name, _verdict(s_tok >= SMALL_TOKEN_SHARE * l_tok),
+                 f"small {s_tok:,.0f} tokens ({s_src}) vs large {l_tok:,.0f} ({l_src}): {s_tok / l_tok:.2f}x")
 
 
 def check_all(runs: pd.DataFrame, controls: pd.DataFrame | None = None) -> list[Check]:

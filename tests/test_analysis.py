@@ -276,10 +276,14 @@ def test_regime_checks_pass_fail_and_say_what_is_missing(tmp_path):
     patch(write_run(tmp_path, "scratch", [(0, 0, 9.0), (1, 50, 4.8)], label="small", task="bert_small_base:small"),
           ref, {"units": 2000})
     patch(write_run(tmp_path, "ligo", [(0, 10, 7.0), (1, 110, 4.0)]), ref)               # fit 10 = 2.5% of 400
-    # no small record, no reference: the recipes give the token counts (small 2x2x8 < large 4x2x8)
+    # no small record, no reference: the recipes give the token counts (small 1x2x8, a quarter of large 4x2x8)
     patch(write_run(tmp_path, "scratch", SCRATCH, task="bert_small_large"), {"task": {
-        "recipe": {"steps": 4, "batch_size": 2, "seq_len": 8}, "small_recipe": {"steps": 2, "batch_size": 2,
+        "recipe": {"steps": 4, "batch_size": 2, "seq_len": 8}, "small_recipe": {"steps": 1, "batch_size": 2,
                                                                                "seq_len": 8}}})
+    # the paper's own BERT setting: the small model 220K steps for a 400K-step large run (0.55x) passes
+    patch(write_run(tmp_path, "scratch", SCRATCH, task="bert_base_large"), {"task": {
+        "recipe": {"steps": 400_000, "batch_size": 256, "seq_len": 128},
+        "small_recipe": {"steps": 220_000, "batch_size": 256, "seq_len": 128}}})
     acc = [(0, 0, 0.1), (1, 100, 0.8)]
     patch(write_run(tmp_path, "scratch", acc, task="deit_s_b", acc=True), {"reference": {"eval_items": 4000}})
     write_run(tmp_path, "scratch", [(0, 0, 0.1), (1, 50, 0.7)], label="small", task="deit_s_b:small", acc=True)
@@ -290,13 +294,15 @@ def test_regime_checks_pass_fail_and_say_what_is_missing(tmp_path):
                                                        "small 4.800 (worst of 1 seed) vs unigram 6.000 - 1 = 5.000")
     assert got[("bert_small_base", "scratch final")][0] == "PASS"
     assert got[("bert_small_base", "LiGO fit")] == ("FAIL", "fit 10 = 2.50% of scratch's 400")
-    assert got[("bert_small_base", "small pretrained")] == ("PASS",
-                                                            "small 2,000 tokens (recorded) vs large 1,000 (recorded)")
+    assert got[("bert_small_base", "small pretrained")] == (
+        "PASS", "small 2,000 tokens (recorded) vs large 1,000 (recorded): 2.00x")
     assert got[("bert_small_large", "small final")][0].startswith("n/a (records carry no reference.unigram_ce")
     assert got[("bert_small_large", "scratch final")][0].startswith("n/a (no small-model record")
     assert got[("bert_small_large", "LiGO fit")][0] == "n/a (no run labelled ligo)"
     assert got[("bert_small_large", "small pretrained")] == ("FAIL",
-                                                             "small 32 tokens (small_recipe) vs large 64 (recipe)")
+                                                             "small 16 tokens (small_recipe) vs large 64 (recipe): 0.25x")
+    assert got[("bert_base_large", "small pretrained")] == (
+        "PASS", "small 7,208,960,000 tokens (small_recipe) vs large 13,107,200,000 (recipe): 0.55x")
     assert got[("deit_s_b", "eval images")] == ("FAIL", "4,000 eval images")
     assert got[("deit_s_b", "scratch final")] == ("PASS",
                                                   "scratch 80.00% (worst of 1 seed) vs small 70.00% (best of 1) + 1")
