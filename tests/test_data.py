@@ -357,6 +357,10 @@ def test_imagenet_training_batches_from_files_match_the_pil_path(tmp_path, monke
     deit = data.with_augmentation(DEIT_PER_IMAGE)
     deit.train_batch(0, 8, seed=0)
     assert not calls
+    # the float conversion and normalisation of the stacked uint8 crops give the floats converting each crop gives
+    crops = torch.stack([data.tensor_crop(real(str(p))) for p in sorted((root / "train").rglob("*.jpg"))])
+    assert crops.dtype == torch.uint8
+    assert torch.equal(data.tensor_to_float(crops), torch.stack([data.tensor_to_float(c) for c in crops]))
 
 
 # the recipe fields tasks.task.Recipe.augmentation hands a data set: DeiT's per-image transform on, mixing off
