@@ -108,6 +108,12 @@ def seconds_per_flop(metrics: list[dict]) -> float | None:
     return float(np.median(rates)) if rates else None
 
 
+def best(metrics: list[dict], key: str, pick) -> float | None:
+    """The best (`pick`: min or max) value of `key` over a record's evaluations, None if it has none."""
+    values = [m[key] for m in metrics if m.get(key) is not None]
+    return pick(values) if values else None
+
+
 def runs_frame(runs: list[Run]) -> pd.DataFrame:
     """One row per run: identity, final metrics, total cost, fit cost, the small model's pretraining cost."""
     rows, scratch = [], scratch_recipes(runs)
@@ -120,6 +126,8 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "task": task, "scale": scale, "role": role, "label": label, "method": r.config["method"]["name"],
             "seed": seed, "dir": str(r.dir),
             "final_loss": r.summary.get("eval_loss"), "final_acc": r.summary.get("eval_acc"),
+            # the best evaluation: a saving credits the first evaluation that reaches a target (savings.cost_to_reach)
+            "best_loss": best(r.metrics, "eval_loss", min), "best_acc": best(r.metrics, "eval_acc", max),
             "flops": r.summary.get("flops"), "wall": r.summary.get("wall"), "steps": r.summary.get("step"),
             "trained": trained(r),
             # step 0 is logged right after the operator fit, so its cumulative flops are the fit's cost
@@ -144,7 +152,8 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "seconds_per_flop": seconds_per_flop(r.metrics),
             "grown_recipe": recipe_preset(r, scratch.get((task, scale))),
         })
-    cols = ["task", "scale", "role", "label", "method", "seed", "dir", "final_loss", "final_acc", "flops",
+    cols = ["task", "scale", "role", "label", "method", "seed", "dir", "final_loss", "final_acc", "best_loss",
+            "best_acc", "flops",
             "wall", "steps", "trained", "fit_flops", "fit_wall_missing", "init_loss", "init_acc", "has_small", "pretrain_flops",
             "pretrain_wall", "method_config", "downstream", "computation", "twin_of", "curve", "unigram_ce",
             "eval_items", "units", "recipe", "small_recipe", "world_size", "seconds_per_flop", "grown_recipe"]

@@ -322,6 +322,9 @@ def test_the_no_growth_control_fails_a_task_whose_small_model_alone_reaches_scra
     write_run(controls, "direct_copy", [(0, 0, 5.0), (1, 50, 3.9)], task="bert_small_base_smallcont")   # reaches
     write_run(controls, "direct_copy", [(0, 0, 5.0), (1, 50, 4.2)], seed=1, task="bert_small_base_smallcont")
     write_run(controls, "direct_copy", [(0, 0, 5.0), (1, 50, 4.1)], task="bert_depth_only_smallcont")    # short
+    # ends short, but one evaluation reached scratch's 4.0: a saving would credit that evaluation, so the check does
+    write_run(runs_dir, "scratch", SCRATCH, task="bert_width_only")
+    write_run(controls, "direct_copy", [(0, 0, 5.0), (1, 50, 3.95), (2, 60, 4.05)], task="bert_width_only_smallcont")
     runs, _ = load_runs(runs_dir)
     ctl, _ = load_runs(controls)
     got = {c.task: (c.status, c.detail) for c in check_all(runs_frame(runs), runs_frame(ctl))
@@ -329,6 +332,7 @@ def test_the_no_growth_control_fails_a_task_whose_small_model_alone_reaches_scra
     assert got["bert_small_base"] == ("FAIL", "s0: trained on 3.900 vs scratch 4.000; s1: trained on 4.200 vs "
                                               "scratch 4.000 (reached at s0)")
     assert got["bert_depth_only"] == ("PASS", "s0: trained on 4.100 vs scratch 4.000")
+    assert got["bert_width_only"] == ("FAIL", "s0: trained on 4.050 (best 3.950) vs scratch 4.000 (reached at s0)")
     assert not any(c.name.startswith("the small model trained on") for c in check_all(runs_frame(runs)))
     out = tmp_path / "out"
     assert main(["--runs", str(runs_dir), "--controls", str(controls), "--out", str(out), "--formats", "png"]) == 0
