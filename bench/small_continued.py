@@ -54,8 +54,10 @@ def continued_task(task, settings: tuple = ()):
 def check_settings(task, settings: tuple) -> None:
     """Only recipe fields and small_recipe fields: the control has no growth operator (method options), and a spec
     change (large.*) would be of a model it does not train."""
+    import dataclasses
+
     from runs.settings import SMALL_RECIPE
-    fields = {f for f in task.recipe.__dataclass_fields__}
+    fields = {f.name for f in dataclasses.fields(task.recipe)}
     for key, _ in settings:
         if key.removeprefix(SMALL_RECIPE) not in fields:
             raise ValueError(f"--set {key}: the control takes recipe fields (steps, lr, warmup, ...) and "
@@ -73,7 +75,8 @@ def check_reusable(task, seed: int, runs: Path, settings: tuple = ()) -> None:
     from methods import get_method
     from runs.record import SUMMARY
     out = run_dir(runs, task, seed)
-    if (out / SUMMARY).exists() and (why := stale_reason(out, continued_task(task, settings), get_method(METHOD), None)):
+    why = (out / SUMMARY).exists() and stale_reason(out, continued_task(task, settings), get_method(METHOD), None)
+    if why:
         raise ValueError(f"{out} is complete, but {why}; move it away (or give another --runs) to train it again")
 
 
@@ -162,12 +165,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "small_continued.json"))
     args = ap.parse_args(argv)
     with refused_as_one_line():          # unknown tasks, seeds, missing scratch records: before anything trains
-        from runs.experiment import check_seed
-        from runs.preflight import check_out
-        from tasks import get_task
         from methods import get_method
-        from runs.experiment import check_inputs
+        from runs.experiment import check_inputs, check_seed
+        from runs.preflight import check_out
         from runs.settings import check_repeated, split_item
+        from tasks import get_task
         plan = [task_seeds(entry, args.seeds) for entry in args.tasks]
         for _, seeds in plan:
             for seed in seeds:
