@@ -4,7 +4,7 @@
 # section 13) while the small model still carries as many tokens as the large run (the regime check's other test):
 #
 #   bash bench/issue41_regime.sh 520 \
-#     bert-6400:bert:bert_small_base:scratch,ligo,ligo_official,stackbert,control:0,1:steps=6400,small_recipe.steps=6400
+#     bert-6400:bert:bert_small_base:scratch,ligo,ligo_official,net2net,control:0,1:steps=6400,small_recipe.steps=6400
 #
 # Each job is NAME:SWEEP:TASK:METHODS:SEEDS:SETTINGS: the sweep's methods, run as `bench.sweeps SWEEP --set K=V ...`
 # with the comma-separated SETTINGS (recipe and small_recipe fields), into records NAME/; and, for the method
