@@ -108,9 +108,10 @@ def seconds_per_flop(metrics: list[dict]) -> float | None:
     return float(np.median(rates)) if rates else None
 
 
-def best(metrics: list[dict], key: str, pick) -> float | None:
-    """The best (`pick`: min or max) value of `key` over a record's evaluations, None if it has none."""
-    values = [m[key] for m in metrics if m.get(key) is not None]
+def best(run: Run, key: str, pick) -> float | None:
+    """The best (`pick`: min or max) value of `key` over a record's evaluations of the full model (the ones a
+    saving may credit: savings.py), None if it has none."""
+    values = [m[key] for m, full in zip(run.metrics, full_model_rows(run)) if full and m.get(key) is not None]
     return pick(values) if values else None
 
 
@@ -127,7 +128,7 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "seed": seed, "dir": str(r.dir),
             "final_loss": r.summary.get("eval_loss"), "final_acc": r.summary.get("eval_acc"),
             # the best evaluation: a saving credits the first evaluation that reaches a target (savings.cost_to_reach)
-            "best_loss": best(r.metrics, "eval_loss", min), "best_acc": best(r.metrics, "eval_acc", max),
+            "best_loss": best(r, "eval_loss", min), "best_acc": best(r, "eval_acc", max),
             "flops": r.summary.get("flops"), "wall": r.summary.get("wall"), "steps": r.summary.get("step"),
             "trained": trained(r),
             # step 0 is logged right after the operator fit, so its cumulative flops are the fit's cost

@@ -342,6 +342,18 @@ def test_the_no_growth_control_fails_a_task_whose_small_model_alone_reaches_scra
     assert err == f"error: --controls {tmp_path / 'none'}: no such directory" and not (tmp_path / "o2").exists()
 
 
+def test_the_best_evaluation_counts_only_the_full_model_as_a_saving_does(tmp_path):
+    """best_loss (the control check's "reached at any evaluation") reads the evaluations a saving may credit: a
+    shallower stage's lower loss is not one (analysis/savings.py, paper §4.1)."""
+    d = write_run(tmp_path, "mslt", [(0, 0, 7.0), (1, 50, 3.0), (2, 100, 4.5)])
+    rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+    for row in rows:
+        row["full_model"] = row["step"] != 1        # step 1 measured a shallower stage
+    (d / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    runs, _ = load_runs(tmp_path)
+    assert runs_frame(runs)["best_loss"].iloc[0] == 4.5
+
+
 def test_vision_uses_accuracy_higher_is_better(tmp_path):
     acc = [(0, 0, 0.1), (1, 100, 0.5), (2, 200, 0.7), (3, 300, 0.75), (4, 400, 0.8)]
     write_run(tmp_path, "scratch", acc, task="deit_s_b", acc=True)
