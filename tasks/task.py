@@ -217,8 +217,10 @@ class Task:
         return build_model(self.large)
 
     def small_task(self) -> "Task":
-        """The task of pretraining the small model itself (what a growth method starts from)."""
-        return dataclasses.replace(self, name=f"{self.name}:small", large=self.small, recipe=self.small_recipe)
+        """The task of pretraining the small model itself (what a growth method starts from): its own recipe, never
+        the grown model's preset (that changed `recipe`, which the pretraining does not train with)."""
+        return dataclasses.replace(self, name=f"{self.name}:small", large=self.small, recipe=self.small_recipe,
+                                   grown_recipe="same", grown_changes=())
 
     def with_(self, **changes) -> "Task":
         return dataclasses.replace(self, **changes)

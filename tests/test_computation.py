@@ -115,3 +115,47 @@ def test_a_small_model_of_another_computation_is_not_copied(tmp_path, monkeypatc
     rows[0]["computation"] = "0" * 40
     metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert small_model.pretrained_for_another_task(large, 0) is None
+
+
+def test_a_small_model_pretrained_first_for_a_grown_recipe_run_is_copied_for_the_plain_pair(tmp_path, monkeypatch):
+    """The first run of a seed to need the small model may be a grown-recipe variant (`ligo-warmup0`): the preset
+    changed the large recipe, which the pretraining never trains with. Its record says the task's own recipe, and
+    another pair (or the small-continued control) with the same small model copies it instead of pretraining again
+    (2026-11-27: bert_small_base's control pretrained BERT-Small a second time because the cache entry's record
+    named `grown_recipe: warmup0_paper_lr`)."""
+    import torch
+
+    import runs.experiment as experiment
+    import runs.small_model as small_model
+    from runs import out_dirs
+    from runs.record import load_run
+    from tasks.grown_recipes import apply_grown_recipe
+    monkeypatch.setattr(out_dirs, "OUT_ROOT", tmp_path)
+    base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
+    grown = apply_grown_recipe(base, "warmup0", True, set())
+    assert grown.recipe != base.recipe and grown.small_task().to_dict() == base.small_task().to_dict()
+    small_model.resolve_small(grown, 0, None, torch.device("cpu"), lambda msg: None, False)
+    record = load_run(small_model.small_cache_dir(grown, 0)).config["task"]
+    assert "grown_recipe" not in record and "grown_changes" not in record
+    monkeypatch.setattr(experiment, "run_experiment", lambda *a, **k: pytest.fail("pretrained a second time"))
+    assert small_model.pretrained_for_another_task(large, 0) == small_model.small_cache_dir(grown, 0)
+
+
+def test_a_pretraining_record_that_names_a_grown_recipe_is_still_the_same_computation(tmp_path, monkeypatch):
+    """Cache entries made before the small task dropped the preset (2026-11-26/27) name it in their record, and
+    their logged fingerprint was made under that record: they hold the same weights, so they are copied too."""
+    import torch
+
+    import runs.small_model as small_model
+    from methods import get_method
+    from runs import out_dirs
+    from runs.experiment import run_experiment
+    from tasks.grown_recipes import apply_grown_recipe
+    monkeypatch.setattr(out_dirs, "OUT_ROOT", tmp_path)
+    base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
+    grown = apply_grown_recipe(base, "warmup0", True, set())
+    as_recorded_then = grown.small_task().with_(grown_recipe=grown.grown_recipe, grown_changes=grown.grown_changes)
+    cache = small_model.small_cache_dir(base, 0)
+    run_experiment(as_recorded_then, get_method("scratch"), seed=0, device=torch.device("cpu"), out=cache,
+                   progress=False, log=lambda msg: None)
+    assert small_model.pretrained_for_another_task(large, 0) == cache
