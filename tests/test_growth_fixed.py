@@ -80,6 +80,27 @@ def test_depth_methods_copy_exact_blocks(name, rule, layers):
     assert all(torch.equal(mixed.blocks[l][k], b.blocks[l][k]) for l in range(layers[1]) for k in b.blocks[l])
 
 
+def test_mix_depth_is_the_weighted_sum_of_small_blocks_forward_and_backward():
+    """LiGO's depth operator, dense weights: block l = sum_j w[l, j] block j, and the gradients a loss on every
+    large block sends to w and to the small blocks are the explicit sum's (the blocks are unbound, not indexed)."""
+    small_spec = ModelSpec("bert", 3, 64, 2, vocab=97, positions=32)
+    a = to_canonical(pretrained_like(small_spec))
+    blocks = [{k: t.detach().clone().requires_grad_(True) for k, t in b.items()} for b in a.blocks]
+    a.blocks = blocks
+    w = torch.rand(5, 3, generator=torch.Generator().manual_seed(3)).requires_grad_(True)
+    mixed = mix_depth(a, lambda key: w)
+    probe = torch.Generator().manual_seed(4)
+    directions = [{k: torch.randn(t.shape, generator=probe) for k, t in b.items()} for b in mixed.blocks]
+    loss = sum((t * directions[l][k]).sum() for l, b in enumerate(mixed.blocks) for k, t in b.items())
+    got = torch.autograd.grad(loss, [w, *[t for b in blocks for t in b.values()]])
+    explicit = sum((sum(w[l, j] * blocks[j][k] for j in range(3)) * directions[l][k]).sum()
+                   for l in range(5) for k in blocks[0])
+    want = torch.autograd.grad(explicit, [w, *[t for b in blocks for t in b.values()]])
+    assert len(mixed.blocks) == 5 and all(torch.allclose(g, h, rtol=1e-5, atol=1e-5) for g, h in zip(got, want))
+    assert all(torch.allclose(mixed.blocks[l][k], sum(w[l, j] * blocks[j][k] for j in range(3)), atol=1e-6)
+               for l in range(5) for k in blocks[0])
+
+
 def test_depth_method_composes_width_and_records_it():
     s = SMALL["bert-tied"]
     m = get_method("stackbert")
