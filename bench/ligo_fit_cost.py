@@ -104,7 +104,7 @@ def time_steps(repeats: int, batch: int, seq: int, pair: str = "mini", device: s
             "repeats": repeats, "device": name, "bf16": bf16,
             "fit_step_s": fit_med, "train_step_s": train_med, "ratio": fit_med / train_med,
             "fit_step_s_all": fit_t, "train_step_s_all": train_t,
-            "fit_step_flops": session.flops(b), "materialise_flops": session.materialise_flops,
+            "fit_step_flops": session.step_flops(b), "materialise_flops": session.materialise_flops,
             "torch_threads": torch.get_num_threads(), **({"profile": profiles} if profiles else {})}
 
 

@@ -244,6 +244,43 @@ def test_fit_lowers_large_loss_below_net2net(family, trained):
     assert method.describe() == get_method("ligo", fit_steps=20, fit_lr=1e-3).describe()   # settings, not outcomes
 
 
+@pytest.mark.parametrize("config", ["bert", "gpt2-untied", "vit"])
+def test_a_fit_step_materialises_once_and_sums_the_micro_batches_gradients(config, trained):
+    """k micro-batches: one materialisation a step, whose backward takes the large weights' summed gradients; the
+    operator's gradient is the per-micro-batch materialisation's (sum over m of J^T g_m / k), bit for bit with one
+    micro-batch, to float rounding with three; the ledger charges the materialisation once a step."""
+    from methods.ligo import FitSession
+    small, large = pair(config, "x1.5+depth")
+    fam, model = get_family(large.family), trained(small)
+    batches = learnable_batches(large, batch=6, seed=5)
+    micro = [next(batches) for _ in range(3)]
+    for k in (1, 3):
+        task = types.SimpleNamespace(small=small, large=large, family=large.family,
+                                     recipe=types.SimpleNamespace(bf16=False, grad_accum=k))
+        method = get_method("ligo", fit_steps=2, fit_max_grad_norm=0.0, init_noise=0.0)
+        session = FitSession(method, model, task)
+        session.skeleton.eval()                      # no dropout: the reference below draws none
+        calls, forward = [], session.op.forward
+        session.op.forward = lambda canon: calls.append(1) or forward(canon)
+        session.step(*micro[:k])
+        got = [p.grad.clone() for p in session.op.parameters()]
+        assert len(calls) == 1
+        reference = FitSession(get_method("ligo", fit_steps=2, fit_max_grad_norm=0.0, init_noise=0.0), model, task)
+        reference.skeleton.eval()
+        for batch in micro[:k]:                      # the materialisation made anew for every micro-batch
+            state = fam.state_from_canonical(reference.op(reference.canon))
+            (fam.loss(reference.skeleton, batch, params=state) / k).backward()
+        want = [p.grad for p in reference.op.parameters()]
+        if k == 1:
+            assert all(torch.equal(g, w) for g, w in zip(got, want))
+        else:
+            assert all(torch.allclose(g, w, rtol=1e-5, atol=1e-7) for g, w in zip(got, want))
+            assert any(g.abs().max() > 0 for g in got)
+        large_part = sum(fam.batch_flops(large, b).total + backward_flops(fam.batch_flops(large, b))
+                         for b in micro[:k])
+        assert session.step_flops(*micro[:k]) == large_part + session.materialise_flops
+
+
 # -- options: valid models of the right shapes ---------------------------------------------------------
 OPTIONS = [dict(), dict(order="depth_first"), dict(width_form="identity_prefix"), dict(separate_bias_depth=True),
            dict(tying="untied"), dict(tying="literal"),

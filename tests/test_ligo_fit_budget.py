@@ -38,6 +38,6 @@ def test_the_default_fit_costs_at_most_2_percent_of_training(name):
     train_step = forward.total + backward_flops(forward)
     with torch.device("meta"):          # shapes only: FlopCounterMode counts without memory or compute
         small = family.build(task.small)
-    fit_step = FitSession(method, small, task).flops(batch)     # what a run's ledger charges for a fit step
+    fit_step = FitSession(method, small, task).step_flops(batch)     # what a run's ledger charges for a fit step
     share = method.config.fit_steps * fit_step / (task.recipe.steps * train_step)
     assert 0 < share <= 0.02, f"{name}: LiGO's {method.config.fit_steps}-step fit is {share:.2%} of training"
