@@ -72,7 +72,7 @@ from tqdm import tqdm
 from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical
 from methods.ligo_operator import (DEPTH_INITS, ORDERS, TYINGS, WIDTH_FORMS, WIDTH_INITS, LigoOperator, check_choice,
-                                  check_net2net_init)
+                                  check_net2net_init, check_solves)
 from methods.registry import register_method
 from models import get_family
 from models.canonical import Canonical
@@ -205,7 +205,8 @@ class FitSession:
         rank, world = rank_and_world()
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
-        state = self.family.state_from_canonical(self.op(self.canon))
+        solves: list = []
+        state = self.family.state_from_canonical(self.op(self.canon, solve_infos=solves))
         leaves = {k: v.detach().requires_grad_(v.requires_grad) for k, v in state.items()}
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             for m, batch in enumerate(batches):
@@ -219,6 +220,7 @@ class FitSession:
         reached = [k for k, leaf in leaves.items() if leaf.grad is not None]
         torch.autograd.backward([state[k] for k in reached], [leaves[k].grad for k in reached])
         loss_sum = float(loss_sum)             # one host sync per step, not one per micro-batch
+        check_solves(solves)                   # read after that wait, when the queue is already empty
         loss = average_over_ranks(self.op.named_parameters(), loss_sum / len(batches))
         if self.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.op.parameters(), self.max_grad_norm)

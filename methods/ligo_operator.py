@@ -156,9 +156,9 @@ class LigoOperator(nn.Module):
         eye = torch.eye(n1, device=self._device(), dtype=self._dtype())
         return torch.cat([eye, self.width[key]]) if key in self.width else eye
 
-    def width_matrices(self) -> WidthMatrices:
+    def width_matrices(self, solve_infos: list | None = None) -> WidthMatrices:
         """A `grow_width` callable; every matrix (and every derived IN matrix) is built once per
-        materialisation: the cat and the solve are not free."""
+        materialisation: the cat and the solve are not free. `solve_infos`: see `forward`."""
         mats = {key: self.width_matrix(key) for key in self.slots}
         derived: dict[str, torch.Tensor] = {}
         self.solved = []        # (n1, n2) of every solve of this materialisation: their FLOPs are charged
@@ -168,7 +168,7 @@ class LigoOperator(nn.Module):
             if role != IN or self.tying != "pinv":
                 return mats[key]
             if key not in derived:
-                derived[key] = pinv_transposed(mats[key])
+                derived[key] = pinv_transposed(mats[key], solve_infos)
                 self.solved.append(tuple(mats[key].shape[::-1]))
             return derived[key]
         return lookup
@@ -182,9 +182,12 @@ class LigoOperator(nn.Module):
     def depth_coefficients(self, block_key: str) -> torch.Tensor:
         return self.depth[self.depth_key(block_key)]
 
-    def forward(self, small: Canonical) -> Canonical:
-        """The large canonical model M(Θ) (differentiable in the operator; the small weights are constants)."""
-        width = self.width_matrices()
+    def forward(self, small: Canonical, solve_infos: list | None = None) -> Canonical:
+        """The large canonical model M(Θ) (differentiable in the operator; the small weights are constants).
+        `solve_infos`: a list that collects the pseudo-inverses' solver status instead of checking each solve at
+        once, which on a GPU waits for the device every time (13 times a materialisation at BERT-Small->Base); the
+        caller checks them with `check_solves` where it waits anyway (the fit: once a step)."""
+        width = self.width_matrices(solve_infos)
         if self.order == "width_first":      # paper: B_l W_l A_l^T per small layer, then sum_j w[l, j] (...)_j
             return mix_depth(grow_width(small, self.large, width), self.depth_coefficients)
         # official code: mix the small layers first, then expand each large layer with its own matrices
@@ -298,13 +301,26 @@ def check_net2net_init(small: ModelSpec, large: ModelSpec) -> None:
         raise ValueError(f"ligo's width_init='net2net': {e}; use width_init='random' for this pair") from None
 
 
-def pinv_transposed(B: torch.Tensor) -> torch.Tensor:
+def pinv_transposed(B: torch.Tensor, solve_infos: list | None = None) -> torch.Tensor:
     """A = B (B^T B)^-1, the transpose of B's pseudo-inverse (B [n2, n1] of full column rank, n2 >= n1), so that
     A^T B = I: an input expanded by B is read back exactly. Solved, not inverted (B^T B is symmetric). For a 0/1
     copy matrix, B^T B is diagonal and the solve is an exact division: A = B / count, Net2Net's IN matrix bit for
-    bit. Always in float32: the solve has no bf16 kernel, and the operator's precision is not the model's."""
+    bit. Always in float32: the solve has no bf16 kernel, and the operator's precision is not the model's.
+    A singular B^T B (B lost rank) is refused here, or, with `solve_infos`, by `check_solves` later: the solver's
+    status is appended there unread (torch.linalg.solve is solve_ex with the check, which syncs a GPU)."""
     B32 = B.float()
-    return torch.linalg.solve(B32.T @ B32, B32.T).T.to(B.dtype)
+    A, info = torch.linalg.solve_ex(B32.T @ B32, B32.T, check_errors=solve_infos is None)
+    if solve_infos is not None:
+        solve_infos.append(info)
+    return A.T.to(B.dtype)
+
+
+def check_solves(solve_infos: list) -> None:
+    """Refuse a materialisation whose pseudo-inverses were not solvable (collected by `forward(..., solve_infos)`):
+    its IN matrices are not what the operator defines. Reads the statuses once (one wait on a GPU)."""
+    if solve_infos and bool(torch.stack([i.reshape(()) for i in solve_infos]).ne(0).any()):
+        raise ValueError("LiGO's width operator lost rank: B^T B of a width matrix is singular, so its pseudo-inverse "
+                         "(tying='pinv') is undefined; lower fit_lr, or use tying='untied'")
 
 
 def random_width(gen: torch.Generator):

@@ -261,7 +261,7 @@ def test_a_fit_step_materialises_once_and_sums_the_micro_batches_gradients(confi
         session = FitSession(method, model, task)
         session.skeleton.eval()                      # no dropout: the reference below draws none
         calls, forward = [], session.op.forward
-        session.op.forward = lambda canon: calls.append(1) or forward(canon)
+        session.op.forward = lambda canon, **kw: calls.append(1) or forward(canon, **kw)
         session.step(*micro[:k])
         got = [p.grad.clone() for p in session.op.parameters()]
         assert len(calls) == 1
@@ -279,6 +279,30 @@ def test_a_fit_step_materialises_once_and_sums_the_micro_batches_gradients(confi
         large_part = sum(fam.batch_flops(large, b).total + backward_flops(fam.batch_flops(large, b))
                          for b in micro[:k])
         assert session.step_flops(*micro[:k]) == large_part + session.materialise_flops
+
+
+def test_a_width_matrix_that_lost_rank_is_refused_in_the_fit_and_at_growth(trained):
+    """The pseudo-inverse of a rank-deficient B is undefined: checked at once outside the fit, once a step inside it
+    (the solver statuses are collected unread, so a GPU is not waited for at every solve), never used silently."""
+    from methods.ligo import FitSession
+    from methods.ligo_operator import check_solves
+    with pytest.raises(torch.linalg.LinAlgError):
+        pinv_transposed(torch.zeros(4, 2))
+    infos = []
+    pinv_transposed(torch.zeros(4, 2), infos)                 # no check yet
+    good = torch.cat([torch.eye(2), torch.ones(2, 2) / 2])
+    pinv_transposed(good, infos)
+    with pytest.raises(ValueError, match="lost rank"):
+        check_solves(infos)
+    check_solves(infos[1:])                                   # the full-rank one alone passes
+    small, large = pair("bert", "x1.5+depth")
+    task = types.SimpleNamespace(small=small, large=large, family="bert",
+                                 recipe=types.SimpleNamespace(bf16=False, grad_accum=1))
+    session = FitSession(get_method("ligo", fit_steps=2), trained(small), task)
+    with torch.no_grad():
+        next(iter(session.op.width.values())).zero_()
+    with pytest.raises(ValueError, match="lost rank"):
+        session.step(next(learnable_batches(large, batch=4, seed=1)))
 
 
 # -- options: valid models of the right shapes ---------------------------------------------------------
