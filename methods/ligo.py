@@ -201,7 +201,8 @@ class FitSession:
         single backward makes; with k it saves k - 1 materialisations, forward and backward, which do not
         shrink with the micro-batch (BERT-Small->Base: 1.41 TFLOP each, against 17.9 for the large model's
         forward/backward on 256 x 128; as 8 micro-batches of 32 a fit step was 29.1 TFLOP, now 19.3;
-        bench/results/ligo_fit_cost-gpu.json, `step_flops`)."""
+        bench/results/ligo_fit_cost-gpu.json, `step_flops`). What it holds for that across the micro-batches: the
+        materialisation's graph and the large weights' gradients (one float32 copy of the large model)."""
         rank, world = rank_and_world()
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
