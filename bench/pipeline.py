@@ -130,13 +130,14 @@ def tokenisation_pass(data, corpus: Path, cache: Path) -> dict:
     return out
 
 
-def image_stage_costs(data, folder: Path, n: int) -> dict:
+def image_stage_costs(data, folder: Path, n: int, sent=None) -> dict:
     """Milliseconds per image of one core's work, by stage: what an item costs as the data makes it (decode +
     training transform + stacking), the JPEG decode alone (PIL, as ImageFolder's loader does it; torchvision's
     libjpeg-turbo decode_jpeg), and the augmentation done instead on the decoded uint8 tensor by torchvision's v2
     transforms, normalisation left to the GPU, against the same crop and flip on the PIL image: what a faster image
     path could save, measured, not assumed. `item_pil_path`: the item as the data made it before it decoded image
-    files with torchvision (the PIL decode, crop, flip and ToTensor), beside the item as it makes it now."""
+    files with torchvision (the PIL decode, crop, flip and ToTensor), beside the item as it makes it now, and as a GPU
+    run's loader makes it (`sent`, data.for_transfer(): uint8 pixels, converted and normalised on the device)."""
     import torchvision.transforms.v2 as V
     from PIL import Image
     from torchvision.io import decode_jpeg, read_file
@@ -152,6 +153,8 @@ def image_stage_costs(data, folder: Path, n: int) -> dict:
         # pairs of images, timed per image (Mixup/CutMix, in DeiT's recipe, mixes a batch: it takes even sizes)
         "item_as_the_data_makes_it": lambda i: data.make_batch("train", np.array([i, (i + 1) % len(paths)]), i),
         "item_pil_path": lambda i: pil_path.make_batch("train", np.array([i, (i + 1) % len(paths)]), i),
+        "item_as_a_gpu_loader_sends_it": lambda i: (sent or data).make_batch("train",
+                                                                             np.array([i, (i + 1) % len(paths)]), i),
         "decode_pil": lambda i: Image.open(paths[i]).convert("RGB"),
         "decode_torchvision": lambda i: decode_jpeg(read_file(str(paths[i]))),
         "augment_pil_crop_flip_only": lambda i: pil(images[i]),
@@ -166,7 +169,7 @@ def image_stage_costs(data, folder: Path, n: int) -> dict:
         out[name] = (time.process_time() - t0) / len(paths) * 1e3 / (2 if name.startswith("item") else 1)
     out["transform_pil_path"] = out["item_pil_path"] - out["decode_pil"]
     out["images_per_s_per_core_from_item_cost"] = 1e3 / out["item_as_the_data_makes_it"]
-    shown = ("it", "pil", "vision", "normalise", "only", "path")
+    shown = ("it", "pil", "vision", "normalise", "only", "path", "sends_it")
     print("  images, CPU ms per image: " + ", ".join(f"{k} {v:.2f}" for k, v in out.items() if k.endswith(shown))
           + f" (one core: {out['images_per_s_per_core_from_item_cost']:.0f} images/s)", flush=True)
     return out
@@ -328,9 +331,11 @@ def main(argv=None):
                     "images": args.images, "source_size": [width, height], "image_size": data.image_size,
                     "batch": args.image_batch, "transform": repr(getattr(data, "transforms", {}).get("train")),
                     "deit_recipe": args.deit_recipe,
-                    **measure(f"images {width}x{height}", data, args.image_batch, args.image_batches, args.workers,
-                              consumption["images"]["target_samples_per_s"]),
-                    "cpu_ms_per_image": image_stage_costs(data, folder, min(args.images, 100))}
+                    # what a GPU run's workers make: uint8 pixels where the device converts them (for_transfer)
+                    "sends_uint8": bool(getattr(data.for_transfer(), "sends_uint8", False)),
+                    **measure(f"images {width}x{height}", data.for_transfer(), args.image_batch, args.image_batches,
+                              args.workers, consumption["images"]["target_samples_per_s"]),
+                    "cpu_ms_per_image": image_stage_costs(data, folder, min(args.images, 100), data.for_transfer())}
     result["load_average_at_end"] = os.getloadavg()
     write_result(args.out, result)
 

@@ -299,7 +299,7 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
                 index, cpu_batch = next(batches)
                 seed_dropout(derive_seed(seed, index, 3), device)
                 head_tokens = family.head_tokens(cpu_batch)
-                batch = to_device(cpu_batch, device)
+                batch = data.on_device(to_device(cpu_batch, device))     # a GPU's loader sends uint8 images
                 with distributed.accumulating(call, last=micro == recipe.grad_accum - 1):
                     loss = micro_step(model, family, method, runner, batch, stage, state.step, total, index,
                                       ledger, recipe, call, head_tokens) / recipe.grad_accum

@@ -363,6 +363,35 @@ def test_imagenet_training_batches_from_files_match_the_pil_path(tmp_path, monke
     assert torch.equal(data.tensor_to_float(crops), torch.stack([data.tensor_to_float(c) for c in crops]))
 
 
+def test_a_gpu_loader_sends_uint8_images_and_the_device_makes_the_same_floats(tmp_path):
+    """Training batches from files as a GPU run's loader makes them (`for_transfer`): uint8 pixels, a quarter of the
+    bytes, that `on_device` turns into train_batch's floats bit for bit (here the device is the CPU; on a GPU the
+    same elementwise ops). Float batches, held-out batches, batches under Mixup and DeiT's per-image recipe are
+    left as they are; the data the trainer holds is not changed."""
+    root = _smooth_image_folder(tmp_path)
+    data = load_pretrain_data("imagenet", "image", path=str(root), image_size=32)
+    sent = data.for_transfer()
+    assert sent is not data and not data.sends_uint8
+    for step in range(2):
+        raw, want = sent.train_batch(step, 8, seed=0), data.train_batch(step, 8, seed=0)
+        assert raw["pixel_values"].dtype == torch.uint8 and raw["pixel_values"].shape == want["pixel_values"].shape
+        done = data.on_device(raw)
+        assert torch.equal(done["pixel_values"], want["pixel_values"]) and torch.equal(done["labels"], want["labels"])
+    assert data.on_device(want) is want                              # floats pass through
+    assert _same(sent.eval_batches(4, 1)[0], data.eval_batches(4, 1)[0])
+    assert sent.eval_batches(4, 1)[0]["pixel_values"].dtype == torch.float32
+    smoothing_only = data.with_augmentation({**DEIT_PER_IMAGE, "auto_augment": "", "color_jitter": 0.0, "re_prob": 0.0,
+                                             "smoothing": 0.1})
+    assert smoothing_only.for_transfer().train_batch(0, 4, seed=0)["pixel_values"].dtype == torch.uint8
+    mixing = data.with_augmentation({**DEIT_PER_IMAGE, "auto_augment": "", "color_jitter": 0.0, "re_prob": 0.0,
+                                     "mixup": 0.8})
+    assert mixing.for_transfer() is mixing
+    per_image = data.with_augmentation(DEIT_PER_IMAGE)
+    assert per_image.for_transfer() is per_image
+    digits = load_pretrain_data("digits", "image")
+    assert digits.for_transfer() is digits and digits.on_device(b := digits.train_batch(0, 4, 0)) is b
+
+
 # the recipe fields tasks.task.Recipe.augmentation hands a data set: DeiT's per-image transform on, mixing off
 DEIT_PER_IMAGE = {"auto_augment": "rand-m9-mstd0.5-inc1", "color_jitter": 0.3, "train_interpolation": "bicubic",
                   "re_prob": 0.25, "re_mode": "pixel", "re_count": 1, "mixup": 0.0, "cutmix": 0.0, "mixup_prob": 1.0,

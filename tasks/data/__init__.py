@@ -72,6 +72,15 @@ class PretrainData:
     def make_batch(self, split: str, indices: np.ndarray, rng_seed: int) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    def for_transfer(self) -> "PretrainData":
+        """The data as a GPU run's loader makes its training batches, to be sent to the device and completed there
+        by `on_device`: by default the batches themselves (tasks/data/vision.py ImageNetData sends uint8 pixels)."""
+        return self
+
+    def on_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A batch of `for_transfer`, completed on the device it was sent to: what `train_batch` gives, there."""
+        return batch
+
     def train_batch(self, step: int, batch_size: int, seed: int) -> dict[str, torch.Tensor]:
         """Batch `step` of the run seeded `seed`; identical for identical arguments, whatever was
         called before (what makes crash-resume exact)."""
