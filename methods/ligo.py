@@ -46,7 +46,10 @@ comparison's sweep (`ligo_official`).
 
 The fit runs where the small model lives, which is the run's device (runs/experiment.py moves it there): the
 operator, the large skeleton and the batches go to that device, and the large model's forward/backward runs
-under bf16 autocast when the recipe says `bf16` (the materialisation itself stays float32).
+under bf16 autocast when the recipe says `bf16`. The materialisation itself stays float32; under bf16 on a GPU the
+fit's materialisations use TF32 matmuls (`tf32_matmuls`): their error, ~1e-3 relative, is below the bf16 rounding
+the forward applies to those same weights (2^-8), and its Gram products and contractions are most of the fit's
+float32 work (1.41 TFLOP a step at BERT-Small->Base). `grow` materialises the grown model in IEEE float32.
 
 Distributed (torchrun; runs/distributed.py): every rank materialises the operator, runs its share of the step's
 micro-batches, and the operator's gradients are averaged over the ranks before the update, so W processes fit
@@ -62,6 +65,7 @@ computes).
 from __future__ import annotations
 
 import dataclasses
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -164,6 +168,21 @@ def sum_over_ranks(value: float, device) -> float:
     return total.item()
 
 
+@contextmanager
+def tf32_matmuls(on: bool):
+    """CUDA float32 matmuls on TF32 tensor cores inside the block when `on`, as they were after it (a global flag:
+    the training that follows, and any other run in the process, keep their own precision)."""
+    if not on:
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
 class FitSession:
     """One operator fit: the large skeleton, the optimiser and schedule, and `step(batch)`; `fit` loops over it,
     bench/ligo_fit_cost.py times single steps of it."""
@@ -173,6 +192,7 @@ class FitSession:
         self.canon = small_canonical(small, task)
         self.device = next(iter(self.canon.embed.values())).device     # the run's device (the small model's)
         self.bf16 = bool(getattr(getattr(task, "recipe", None), "bf16", False))
+        self.tf32 = self.bf16 and self.device.type == "cuda"     # the module docstring says why
         self.op = method.build_operator(self.canon, task)
         if c.fit_noise:
             self.op.break_symmetry(c.fit_noise, c.seed)
@@ -207,7 +227,8 @@ class FitSession:
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
         solves: list = []
-        state = self.family.state_from_canonical(self.op(self.canon, solve_infos=solves))
+        with tf32_matmuls(self.tf32):
+            state = self.family.state_from_canonical(self.op(self.canon, solve_infos=solves))
         leaves = {k: v.detach().requires_grad_(v.requires_grad) for k, v in state.items()}
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             for m, batch in enumerate(batches):
@@ -219,7 +240,8 @@ class FitSession:
                 (loss / len(batches)).backward()
                 loss_sum += loss.detach()
         reached = [k for k, leaf in leaves.items() if leaf.grad is not None]
-        torch.autograd.backward([state[k] for k in reached], [leaves[k].grad for k in reached])
+        with tf32_matmuls(self.tf32):
+            torch.autograd.backward([state[k] for k in reached], [leaves[k].grad for k in reached])
         loss_sum = float(loss_sum)             # one host sync per step, not one per micro-batch
         check_solves(solves)                   # read after that wait, when the queue is already empty
         loss = average_over_ranks(self.op.named_parameters(), loss_sum / len(batches))

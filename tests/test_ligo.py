@@ -305,6 +305,31 @@ def test_a_width_matrix_that_lost_rank_is_refused_in_the_fit_and_at_growth(train
         session.step(next(learnable_batches(large, batch=4, seed=1)))
 
 
+def test_tf32_is_on_only_inside_a_gpu_bf16_fits_materialisation_and_restored_after(trained):
+    """TF32 is a process-wide flag: the fit turns it on for its materialisations only where the recipe computes in
+    bf16 on a GPU, and leaves it as it found it, an error included; on the CPU, or in float32, never."""
+    from methods.ligo import FitSession, tf32_matmuls
+    flag = torch.backends.cuda.matmul
+    before = flag.allow_tf32
+    try:
+        flag.allow_tf32 = False
+        with tf32_matmuls(True):
+            assert flag.allow_tf32
+        assert not flag.allow_tf32
+        with pytest.raises(RuntimeError), tf32_matmuls(True):
+            raise RuntimeError("a failed step")
+        assert not flag.allow_tf32
+        with tf32_matmuls(False):
+            assert not flag.allow_tf32
+    finally:
+        flag.allow_tf32 = before
+    small, large = pair("bert", "x1.5+depth")
+    for bf16 in (False, True):
+        task = types.SimpleNamespace(small=small, large=large, family="bert",
+                                     recipe=types.SimpleNamespace(bf16=bf16, grad_accum=1))
+        assert not FitSession(get_method("ligo", fit_steps=1), trained(small), task).tf32     # the CPU
+
+
 # -- options: valid models of the right shapes ---------------------------------------------------------
 OPTIONS = [dict(), dict(order="depth_first"), dict(width_form="identity_prefix"), dict(separate_bias_depth=True),
            dict(tying="untied"), dict(tying="literal"),
