@@ -162,8 +162,8 @@ def mix_depth(canon: Canonical, weights: Callable[[str], torch.Tensor]) -> Canon
     """Large block l, tensor k = sum_j weights(k)[l, j] * small block j's k (LiGO's depth operator)."""
     keys = list(canon.blocks[0])
     # unbind, not mixed[k][l]: the backward of one indexing is a zero tensor of the whole stack with its slice
-    # filled in, so L2 indexings wrote L2 whole stacks (at BERT-Base, 12 x 113 MB for each FFN matrix: 40% of a
-    # CPU fit step's time); unbind's backward stacks the L2 gradients once. Same values, forward and backward.
+    # filled in, so L2 indexings wrote L2 whole stacks (at BERT-Base, 12 x 113 MB for each FFN matrix: a fifth of a
+    # CPU fit step's time at batch 2); unbind's backward stacks the L2 gradients once. Same values, both ways.
     mixed = {k: torch.einsum("lj,j...->l...", weights(k).to(canon.blocks[0][k].dtype),
                              torch.stack([b[k] for b in canon.blocks])).unbind(0) for k in keys}
     n_large = len(next(iter(mixed.values())))
