@@ -14,7 +14,9 @@
 # 2. where a step's GPU time goes, trainer and raw loop, eager and compiled (bench/step_profile.py);
 # 3. the input pipelines on the machine's 16 cores, text and images (crop and flip; DeiT's recipe)
 #    (bench/pipeline.py);
-# 4. LiGO's fit step against a training step at paper size (bench/ligo_fit_cost.py).
+# 4. LiGO's fit step against a training step at paper size (bench/ligo_fit_cost.py);
+# 5. the mini-scale step (BERT mini, 64 x 64, float32 as the mini runs train), trainer and raw loop: the issue's
+#    <= 5 ms target (bench/throughput.py).
 # Each part has its own time limit (the sum stays under the given seconds); a part cut short leaves the others'
 # results. Results go to $OUT/issue42-results.tgz (bench/results/*.json), logs to $OUT/issue42-logs.tgz; unpack with
 #   tar xzf issue42-results.tgz -C bench/results
@@ -22,7 +24,7 @@ set -uo pipefail
 limit=${1:-570}
 shift || true
 parts=("$@")
-known="profile-eager profile-compiled ligo-fit mfu-compiled mfu-eager pipeline pipeline-deit"
+known="profile-eager profile-compiled ligo-fit mfu-compiled mfu-eager pipeline pipeline-deit mini-step"
 [ ${#parts[@]} -gt 0 ] || read -ra parts <<< "$known"
 for p in "${parts[@]}"; do      # refused before anything is installed or written
   case " $known " in *" $p "*) ;; *) echo "error: unknown part '$p' (one of: $known)" >&2; exit 2 ;; esac
@@ -38,8 +40,9 @@ share() { local s=$(left); echo $(( $1 < s ? $1 : s )); }    # at most $1 second
 if [ -n "${SMOKE:-}" ]; then
   mfu="--steps 6 --log-every 2 --repeats 1 --batch 2"; prof="--steps 2 --batch 2"
   pipe="--workers 0 1 --images 100 --image-batch 4 --image-batches 2 --text-batches 2 --text-batch 4"
-  fit="--repeats 1 --batch 2 --seq 16"
+  fit="--repeats 1 --batch 2 --seq 16"; mini="--scale tiny --steps 30 --log-every 10 --repeats 1"
 else
+  mini="--scale mini --steps 300 --log-every 50 --repeats 3"
   mfu="--repeats 2 --steps 40 --log-every 10"                # mfu-compiled: one repeat (compiling is long); prof=""; pipe="--workers 0 4 8 12 15"
   fit="--pair paper --batch 256 --seq 128 --bf16 --repeats 5 --profile 3"
 fi
@@ -61,6 +64,8 @@ part() { case $1 in
   pipeline-deit) run "$1" 60 python3 bench/pipeline.py $pipe --only images --deit-recipe \
                    --out "$res/pipeline-16cores-deit.json" ;;
   ligo-fit) run "$1" 60 python3 bench/ligo_fit_cost.py --device "$device" $fit --out "$res/ligo_fit_cost-gpu.json" ;;
+  mini-step) run "$1" 90 python3 bench/throughput.py --device "$device" --threads 0 $mini \
+               --out "$res/throughput-mini-gpu.json" ;;
 esac; }
 for p in "${parts[@]}"; do part "$p"; done
 echo "all parts ended after $(( $(date +%s) - start )) s"
