@@ -130,7 +130,7 @@ def tokenisation_pass(data, corpus: Path, cache: Path) -> dict:
     return out
 
 
-def image_stage_costs(data, folder: Path, n: int, sent=None) -> dict:
+def image_stage_costs(data, folder: Path, n: int, sent) -> dict:
     """Milliseconds per image of one core's work, by stage: what an item costs as the data makes it (decode +
     training transform + stacking), the JPEG decode alone (PIL, as ImageFolder's loader does it; torchvision's
     libjpeg-turbo decode_jpeg), and the augmentation done instead on the decoded uint8 tensor by torchvision's v2
@@ -153,8 +153,7 @@ def image_stage_costs(data, folder: Path, n: int, sent=None) -> dict:
         # pairs of images, timed per image (Mixup/CutMix, in DeiT's recipe, mixes a batch: it takes even sizes)
         "item_as_the_data_makes_it": lambda i: data.make_batch("train", np.array([i, (i + 1) % len(paths)]), i),
         "item_pil_path": lambda i: pil_path.make_batch("train", np.array([i, (i + 1) % len(paths)]), i),
-        "item_as_a_gpu_loader_sends_it": lambda i: (sent or data).make_batch("train",
-                                                                             np.array([i, (i + 1) % len(paths)]), i),
+        "item_as_a_gpu_loader_sends_it": lambda i: sent.make_batch("train", np.array([i, (i + 1) % len(paths)]), i),
         "decode_pil": lambda i: Image.open(paths[i]).convert("RGB"),
         "decode_torchvision": lambda i: decode_jpeg(read_file(str(paths[i]))),
         "augment_pil_crop_flip_only": lambda i: pil(images[i]),
@@ -325,6 +324,7 @@ def main(argv=None):
                 if args.deit_recipe:
                     from tasks import get_task
                     data = data.with_augmentation(get_task("deit_s_b", scale="paper").recipe.augmentation())
+                sent = data.for_transfer()
                 print(f"images: {args.images} JPEGs of {width} x {height} written in {time.perf_counter() - t0:.1f} s, "
                       f"read at {data.image_size} with the training transform", flush=True)
                 result["images"][f"{width}x{height}"] = {
@@ -332,10 +332,10 @@ def main(argv=None):
                     "batch": args.image_batch, "transform": repr(getattr(data, "transforms", {}).get("train")),
                     "deit_recipe": args.deit_recipe,
                     # what a GPU run's workers make: uint8 pixels where the device converts them (for_transfer)
-                    "sends_uint8": bool(getattr(data.for_transfer(), "sends_uint8", False)),
-                    **measure(f"images {width}x{height}", data.for_transfer(), args.image_batch, args.image_batches,
+                    "sends_uint8": sent.sends_uint8,
+                    **measure(f"images {width}x{height}", sent, args.image_batch, args.image_batches,
                               args.workers, consumption["images"]["target_samples_per_s"]),
-                    "cpu_ms_per_image": image_stage_costs(data, folder, min(args.images, 100), data.for_transfer())}
+                    "cpu_ms_per_image": image_stage_costs(data, folder, min(args.images, 100), sent)}
     result["load_average_at_end"] = os.getloadavg()
     write_result(args.out, result)
 

@@ -183,6 +183,11 @@ def tf32_matmuls(on: bool):
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
+def fit_uses_tf32(device: torch.device, bf16: bool) -> bool:
+    """Whether the fit's materialisations run on TF32 (the module docstring says why): bf16 on a GPU only."""
+    return bf16 and device.type == "cuda"
+
+
 class FitSession:
     """One operator fit: the large skeleton, the optimiser and schedule, and `step(batch)`; `fit` loops over it,
     bench/ligo_fit_cost.py times single steps of it."""
@@ -192,7 +197,7 @@ class FitSession:
         self.canon = small_canonical(small, task)
         self.device = next(iter(self.canon.embed.values())).device     # the run's device (the small model's)
         self.bf16 = bool(getattr(getattr(task, "recipe", None), "bf16", False))
-        self.tf32 = self.bf16 and self.device.type == "cuda"     # the module docstring says why
+        self.tf32 = fit_uses_tf32(self.device, self.bf16)
         self.op = method.build_operator(self.canon, task)
         if c.fit_noise:
             self.op.break_symmetry(c.fit_noise, c.seed)

@@ -318,7 +318,7 @@ def pinv_transposed(B: torch.Tensor, solve_infos: list | None = None) -> torch.T
 def check_solves(solve_infos: list) -> None:
     """Refuse a materialisation whose pseudo-inverses were not solvable (collected by `forward(..., solve_infos)`):
     its IN matrices are not what the operator defines. Reads the statuses once (one wait on a GPU)."""
-    if solve_infos and bool(torch.stack([i.reshape(()) for i in solve_infos]).ne(0).any()):
+    if solve_infos and bool(torch.stack(solve_infos).ne(0).any()):
         raise ValueError("LiGO's width operator lost rank: B^T B of a width matrix is singular, so its pseudo-inverse "
                          "(tying='pinv') is undefined; lower fit_lr, or use tying='untied'")
 

@@ -70,10 +70,11 @@ def logged_fingerprint(metrics: list[dict]) -> str | None:
 
 # What a run that uses no small model (scratch, and the small model's own pretraining) does not read of its
 # task: two tasks that differ only here train one model on one data stream with one recipe (bert_small_large's
-# scratch is bert_base_large's; bert_small_base's small model is bert_small_large's). The grown recipe's name and
-# changes are already in `recipe` where a run reads them (a grown run; scratch is always "same"): a small model's
-# pretraining made first by a warmup0 run is the one its plain run, or the small-continued control, would make.
-NOT_READ_WITHOUT_SMALL = ("name", "small", "small_recipe", "notes", "evals", "grown_recipe", "grown_changes")
+# scratch is bert_base_large's; bert_small_base's small model is bert_small_large's). The grown recipe's name: its
+# changes are in `recipe` where a run reads them (a grown run; scratch is always "same"; comparable_task drops the
+# changes themselves), so a small model's pretraining made first by a warmup0 run is the one its plain run, or the
+# small-continued control, would make.
+NOT_READ_WITHOUT_SMALL = ("name", "small", "small_recipe", "notes", "evals", "grown_recipe")
 
 
 def computed_elsewhere(task, method, strategies, seed: int, candidates) -> Path | None:

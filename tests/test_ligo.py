@@ -257,15 +257,15 @@ def test_a_fit_step_materialises_once_and_sums_the_micro_batches_gradients(confi
     for k in (1, 3):
         task = types.SimpleNamespace(small=small, large=large, family=large.family,
                                      recipe=types.SimpleNamespace(bf16=False, grad_accum=k))
-        method = get_method("ligo", fit_steps=2, fit_max_grad_norm=0.0, init_noise=0.0)
-        session = FitSession(method, model, task)
+        options = dict(fit_steps=2, fit_max_grad_norm=0.0)       # raw gradients, to compare
+        session = FitSession(get_method("ligo", **options), model, task)
         session.skeleton.eval()                      # no dropout: the reference below draws none
         calls, forward = [], session.op.forward
         session.op.forward = lambda canon, **kw: calls.append(1) or forward(canon, **kw)
         session.step(*micro[:k])
         got = [p.grad.clone() for p in session.op.parameters()]
         assert len(calls) == 1
-        reference = FitSession(get_method("ligo", fit_steps=2, fit_max_grad_norm=0.0, init_noise=0.0), model, task)
+        reference = FitSession(get_method("ligo", **options), model, task)
         reference.skeleton.eval()
         for batch in micro[:k]:                      # the materialisation made anew for every micro-batch
             state = fam.state_from_canonical(reference.op(reference.canon))
@@ -308,7 +308,7 @@ def test_a_width_matrix_that_lost_rank_is_refused_in_the_fit_and_at_growth(train
 def test_tf32_is_on_only_inside_a_gpu_bf16_fits_materialisation_and_restored_after(trained):
     """TF32 is a process-wide flag: the fit turns it on for its materialisations only where the recipe computes in
     bf16 on a GPU, and leaves it as it found it, an error included; on the CPU, or in float32, never."""
-    from methods.ligo import FitSession, tf32_matmuls
+    from methods.ligo import FitSession, fit_uses_tf32, tf32_matmuls
     flag = torch.backends.cuda.matmul
     before = flag.allow_tf32
     try:
@@ -328,6 +328,8 @@ def test_tf32_is_on_only_inside_a_gpu_bf16_fits_materialisation_and_restored_aft
         task = types.SimpleNamespace(small=small, large=large, family="bert",
                                      recipe=types.SimpleNamespace(bf16=bf16, grad_accum=1))
         assert not FitSession(get_method("ligo", fit_steps=1), trained(small), task).tf32     # the CPU
+    assert fit_uses_tf32(torch.device("cuda"), True)
+    assert not fit_uses_tf32(torch.device("cuda"), False) and not fit_uses_tf32(torch.device("cpu"), True)
 
 
 # -- options: valid models of the right shapes ---------------------------------------------------------

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from . import PretrainData, batch_indices, derive_seed, epoch_permutation
+from .timm_posterize import posterize_keeping_zero_bits
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"  # where Debian's dataset-fashion-mnist installs it
 DIGITS_VALID_FRACTION = 0.2  # the last 20% of load_digits is held out
@@ -163,32 +164,6 @@ def check_augmentation(source: str, augment: dict, key: str = "") -> None:
         except Exception as e:      # timm's parser raises several kinds (AssertionError, KeyError, ValueError)
             raise ValueError(f"{key}auto_augment={augment['auto_augment']} is not a policy timm knows "
                              f"({type(e).__name__}: {e}); e.g. rand-m9-mstd0.5-inc1 (DeiT's)") from None
-
-
-class PosterizeKeepingZeroBits:
-    """timm's posterize op, also at 0 bits kept: what Pillow gave when DeiT was trained (every bit cleared, a black
-    image) where the Pillow installed here (13) raises ValueError. DeiT's RandAugment (rand-m9-mstd0.5-inc1) asks for 0
-    bits whenever its magnitude, drawn from N(9, 0.5), reaches 10 on a posterize op: about one image in 700, so most
-    paper-scale batches of 1,024 would stop the run. A module-level class, so a DataLoader can pickle it."""
-
-    def __init__(self, posterize):
-        self.posterize = posterize
-
-    def __call__(self, img, bits_to_keep, **kwargs):
-        if bits_to_keep <= 0:
-            return img.point(lambda _: 0)
-        return self.posterize(img, bits_to_keep, **kwargs)
-
-
-def posterize_keeping_zero_bits(transform):
-    """`transform` (a timm training Compose) with every posterize op of its auto-augment wrapped (see above)."""
-    from timm.data import auto_augment
-    for t in getattr(transform, "transforms", ()):
-        ops = list(getattr(t, "ops", ())) + [op for sub in getattr(t, "policy", ()) for op in sub]   # Rand/AutoAugment
-        for op in ops:
-            if getattr(op, "aug_fn", None) is auto_augment.posterize:
-                op.aug_fn = PosterizeKeepingZeroBits(op.aug_fn)
-    return transform
 
 
 class TensorImageData(ImagePretrainData):
