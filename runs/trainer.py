@@ -30,7 +30,7 @@ from runs.hardware import device_peak_flops
 from runs.ledger import FlopsLedger
 from runs.record import RunWriter, save_atomic
 from runs.strategies import BlockRunner, Strategies
-from tasks.data import derive_seed
+from tasks.data import derive_seed, to_device
 from tasks.data.loader import train_loader
 
 CHECKPOINT = "checkpoint.pt"
@@ -52,15 +52,6 @@ def batch_dims(batch: dict) -> tuple[int, int]:
     if "input_ids" in batch:
         return tuple(batch["input_ids"].shape)
     return batch["labels"].shape[0], 0
-
-
-def to_device(batch: dict, device) -> dict:
-    """A CPU batch onto `device`. To a GPU through pinned memory, so that the copy is asynchronous and the host
-    does not wait for it (a pageable tensor's non_blocking copy is synchronous)."""
-    device = torch.device(device)
-    if device.type != "cuda":
-        return {k: v.to(device) for k, v in batch.items()}
-    return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
 
 
 def make_optimizer(model, recipe):
@@ -299,7 +290,7 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
                 index, cpu_batch = next(batches)
                 seed_dropout(derive_seed(seed, index, 3), device)
                 head_tokens = family.head_tokens(cpu_batch)
-                batch = data.on_device(to_device(cpu_batch, device))     # a GPU's loader sends uint8 images
+                batch = data.on_device(cpu_batch, device)     # a GPU's loader sends uint8 images
                 with distributed.accumulating(call, last=micro == recipe.grad_accum - 1):
                     loss = micro_step(model, family, method, runner, batch, stage, state.step, total, index,
                                       ledger, recipe, call, head_tokens) / recipe.grad_accum

@@ -357,39 +357,73 @@ def test_imagenet_training_batches_from_files_match_the_pil_path(tmp_path, monke
     deit = data.with_augmentation(DEIT_PER_IMAGE)
     deit.train_batch(0, 8, seed=0)
     assert not calls
-    # the float conversion and normalisation of the stacked uint8 crops give the floats converting each crop gives
+    # the float conversion and normalisation of the stacked uint8 crops give the floats converting each crop gives,
+    # and those ToTensor + Normalize give the crop as a PIL image (what the PIL path, and timm's transform, do)
+    import torchvision.transforms as T
     crops = torch.stack([data.tensor_crop(real(str(p))) for p in sorted((root / "train").rglob("*.jpg"))])
     assert crops.dtype == torch.uint8
-    assert torch.equal(data.tensor_to_float(crops), torch.stack([data.tensor_to_float(c) for c in crops]))
+    assert torch.equal(data.to_float(crops), torch.stack([data.to_float(c) for c in crops]))
+    pil_float = T.Compose([T.ToTensor(), T.Normalize(data.mean, data.std)])
+    assert torch.equal(data.to_float(crops), torch.stack([pil_float(Image.fromarray(c.permute(1, 2, 0).numpy()))
+                                                          for c in crops]))
 
 
 def test_a_gpu_loader_sends_uint8_images_and_the_device_makes_the_same_floats(tmp_path):
-    """Training batches from files as a GPU run's loader makes them (`for_transfer`): uint8 pixels, a quarter of the
-    bytes, that `on_device` turns into train_batch's floats bit for bit (here the device is the CPU; on a GPU the
-    same elementwise ops). Float batches, held-out batches, batches under Mixup and DeiT's per-image recipe are
-    left as they are; the data the trainer holds is not changed."""
+    """Training batches as a GPU run's loader makes them (`for_transfer`): uint8 pixels, a quarter of the bytes, and
+    the batch's seed; `on_device` turns them into train_batch's batch bit for bit (here the device is the CPU; on a
+    GPU the same elementwise ops), from files and from decoded images, plain or under DeiT's recipe without random
+    erasing: RandAugment in the workers, Mixup/CutMix and label smoothing after the copy. Held-out batches and the
+    data the trainer holds are unchanged."""
+    import copy
     root = _smooth_image_folder(tmp_path)
     data = load_pretrain_data("imagenet", "image", path=str(root), image_size=32)
-    sent = data.for_transfer()
-    assert sent is not data and not data.sends_uint8
-    for step in range(2):
-        raw, want = sent.train_batch(step, 8, seed=0), data.train_batch(step, 8, seed=0)
-        assert raw["pixel_values"].dtype == torch.uint8 and raw["pixel_values"].shape == want["pixel_values"].shape
-        done = data.on_device(raw)
-        assert torch.equal(done["pixel_values"], want["pixel_values"]) and torch.equal(done["labels"], want["labels"])
-    assert data.on_device(want) is want                              # floats pass through
-    assert _same(sent.eval_batches(4, 1)[0], data.eval_batches(4, 1)[0])
-    assert sent.eval_batches(4, 1)[0]["pixel_values"].dtype == torch.float32
-    smoothing_only = data.with_augmentation({**DEIT_PER_IMAGE, "auto_augment": "", "color_jitter": 0.0, "re_prob": 0.0,
-                                             "smoothing": 0.1})
-    assert smoothing_only.for_transfer().train_batch(0, 4, seed=0)["pixel_values"].dtype == torch.uint8
-    mixing = data.with_augmentation({**DEIT_PER_IMAGE, "auto_augment": "", "color_jitter": 0.0, "re_prob": 0.0,
-                                     "mixup": 0.8})
-    assert mixing.for_transfer() is mixing
-    per_image = data.with_augmentation(DEIT_PER_IMAGE)
-    assert per_image.for_transfer() is per_image
+    decoded = copy.copy(data)
+    decoded.files = None                 # the hub's already-decoded images: the PIL path
+    mixing = {**DEIT_PER_IMAGE, "re_prob": 0.0, "mixup": 0.8, "cutmix": 1.0, "smoothing": 0.1}
+    for held in (data, decoded, data.with_augmentation(mixing), decoded.with_augmentation(mixing),
+                 data.with_augmentation({**mixing, "auto_augment": "", "color_jitter": 0.0})):
+        sent = held.for_transfer()
+        assert sent is not held and not held.sends_uint8
+        for step in range(2):
+            raw, want = sent.train_batch(step, 8, seed=0), held.train_batch(step, 8, seed=0)
+            assert raw["pixel_values"].dtype == torch.uint8 and raw["pixel_values"].shape == want["pixel_values"].shape
+            assert raw["labels"].shape == (8,)                      # hard labels: mixed after the copy
+            done = held.on_device(raw, "cpu")
+            assert set(done) == set(want) and all(torch.equal(done[k], want[k]) for k in want)
+        assert held.on_device(want, "cpu")["pixel_values"] is want["pixel_values"]      # floats pass through
+        assert _same(sent.eval_batches(4, 1)[0], held.eval_batches(4, 1)[0])
+        assert sent.eval_batches(4, 1)[0]["pixel_values"].dtype == torch.float32
+    assert want["labels"].shape == (8, 2) and not torch.equal(want["labels"], want["labels"].round())   # soft: mixed
     digits = load_pretrain_data("digits", "image")
-    assert digits.for_transfer() is digits and digits.on_device(b := digits.train_batch(0, 4, 0)) is b
+    assert digits.for_transfer() is digits
+    assert _same(digits.on_device(b := digits.train_batch(0, 4, 0), "cpu"), b)
+
+
+def test_random_erasing_moves_to_the_device_with_its_draws_seeded_by_the_batch(tmp_path):
+    """Under DeiT's recipe with random erasing, a GPU run's workers stop after RandAugment (timm's prefetcher
+    transform) and `on_device` erases, as timm's PrefetchLoader does: every image of a batch erased at probability 1,
+    each in one rectangle and nowhere else, the same for the same (seed, step), the caller's random streams left as
+    they were; what came before the erasing is the batch without it, bit for bit."""
+    root = _smooth_image_folder(tmp_path)
+    data = load_pretrain_data("imagenet", "image", path=str(root), image_size=32)
+    erasing = data.with_augmentation({**DEIT_PER_IMAGE, "re_prob": 1.0}).for_transfer()
+    plain = data.with_augmentation({**DEIT_PER_IMAGE, "re_prob": 0.0}).for_transfer()
+    for step in range(2):
+        raw, raw_plain = erasing.train_batch(step, 8, seed=0), plain.train_batch(step, 8, seed=0)
+        assert _same(raw, raw_plain)             # the workers' part does not depend on the erasing
+        done, again = erasing.on_device(raw, "cpu"), erasing.on_device(erasing.train_batch(step, 8, seed=0), "cpu")
+        assert torch.equal(done["pixel_values"], again["pixel_values"])
+        changed = (done["pixel_values"] != plain.on_device(raw_plain, "cpu")["pixel_values"]).any(1)   # [B, H, W]
+        for image in changed:
+            rows, cols = image.any(1).nonzero().flatten(), image.any(0).nonzero().flatten()
+            assert len(rows) and len(cols)
+            box = image[rows.min():rows.max() + 1, cols.min():cols.max() + 1]
+            assert box.float().mean() > 0.99 and int(image.sum()) == int(box.sum())    # a rectangle of noise
+    import random
+    state = random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state()
+    erasing.on_device(raw, "cpu")
+    assert random.getstate() == state[0] and np.array_equal(np.random.get_state()[1], state[1])
+    assert torch.equal(torch.get_rng_state(), state[2])         # the caller's streams untouched
 
 
 # the recipe fields tasks.task.Recipe.augmentation hands a data set: DeiT's per-image transform on, mixing off

@@ -50,6 +50,15 @@ def batch_indices(n: int, step: int, batch_size: int, seed: int) -> np.ndarray:
     return out
 
 
+def to_device(batch: dict, device) -> dict:
+    """A CPU batch onto `device`. To a GPU through pinned memory, so that the copy is asynchronous and the host
+    does not wait for it (a pageable tensor's non_blocking copy is synchronous)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return {k: v.to(device) for k, v in batch.items()}
+    return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+
+
 class PretrainData:
     """What the trainer and the growth methods see of a pretraining corpus.
 
@@ -74,12 +83,14 @@ class PretrainData:
 
     def for_transfer(self) -> "PretrainData":
         """The data as a GPU run's loader makes its training batches, to be sent to the device and completed there
-        by `on_device`: by default the batches themselves (tasks/data/vision.py ImageNetData sends uint8 pixels)."""
+        by `on_device`: by default the batches themselves (tasks/data/vision.py ImageNetData sends uint8 pixels and
+        leaves the float work of its recipe to the device)."""
         return self
 
-    def on_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """A batch of `for_transfer`, completed on the device it was sent to: what `train_batch` gives, there."""
-        return batch
+    def on_device(self, batch: dict[str, torch.Tensor], device) -> dict[str, torch.Tensor]:
+        """A CPU batch of `for_transfer`'s, sent to `device` and completed there: what `train_batch` gives (or, where
+        the recipe draws random numbers on the device, a batch drawn from the same distribution; vision.py)."""
+        return to_device(batch, device)
 
     def train_batch(self, step: int, batch_size: int, seed: int) -> dict[str, torch.Tensor]:
         """Batch `step` of the run seeded `seed`; identical for identical arguments, whatever was

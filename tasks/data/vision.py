@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import PretrainData, batch_indices, derive_seed, epoch_permutation
+from . import PretrainData, batch_indices, derive_seed, epoch_permutation, to_device
 from .timm_posterize import posterize_keeping_zero_bits
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"  # where Debian's dataset-fashion-mnist installs it
@@ -46,23 +46,28 @@ PER_IMAGE = ("auto_augment", "color_jitter", "re_prob")
 
 
 @contextmanager
-def seeded_global_rngs():
-    """Yields `seed_all(seed)`, which seeds torch's, numpy's and Python's global generators; all three are restored on
-    exit. timm draws from all three (RandAugment: `random` and `np.random`; random erasing: `random` and torch; Mixup:
-    `np.random`), and a batch must be a pure function of (seed, step) that leaves the caller's streams untouched."""
+def seeded_global_rngs(device=None):
+    """Yields a function of a seed that seeds torch's, numpy's and Python's global generators; all three are restored
+    on exit. timm draws from all three (RandAugment: `random` and `np.random`; random erasing: `random` and torch; Mixup:
+    `np.random`), and a batch must be a pure function of (seed, step) that leaves the caller's streams untouched.
+    `device`: where torch's draws happen; a GPU's generator is then forked and seeded too (random erasing on the
+    device draws its noise there), the CPU's alone otherwise."""
+    gpus = [torch.device(device)] if device is not None and torch.device(device).type == "cuda" else []
     numpy_state, python_state = np.random.get_state(), random.getstate()
     try:
-        with torch.random.fork_rng(devices=[]):
-            yield seed_all
+        with torch.random.fork_rng(devices=gpus):
+            yield lambda seed: seed_all(seed, gpus)
     finally:
         np.random.set_state(numpy_state)
         random.setstate(python_state)
 
 
-def seed_all(seed: int) -> None:
-    # the CPU generator alone: torch.manual_seed would also reseed CUDA's, which fork_rng(devices=[]) does not restore
-    # (and costs ~0.35 ms a call, against ~5 us)
+def seed_all(seed: int, gpus=()) -> None:
+    # the CPU generator and the forked GPUs' alone: torch.manual_seed would reseed every GPU's, which
+    # fork_rng(devices=[]) does not restore (and costs ~0.35 ms a call, against ~5 us)
     torch.default_generator.manual_seed(seed)
+    for gpu in gpus:
+        torch.cuda.default_generators[torch.cuda.current_device() if gpu.index is None else gpu.index].manual_seed(seed)
     np.random.seed(seed)
     random.seed(seed)
 
@@ -261,12 +266,18 @@ class ImageNetData(ImagePretrainData):
         self.files = files                       # split -> (i -> (image file, label)): an ImageFolder on disk
         self.image_size = size = image_size or IMAGENET_SIZE
         self.n_train, self.n_valid = lengths["train"], lengths["valid"]
-        norm = [T.ToTensor(), T.Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)]
+        self.mean, self.std = IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+        norm = [T.ToTensor(), T.Normalize(self.mean, self.std)]
         bicubic = T.InterpolationMode.BICUBIC
+        crop = [T.RandomResizedCrop(size, interpolation=bicubic), T.RandomHorizontalFlip()]
         self.transforms = {
-            "train": T.Compose([T.RandomResizedCrop(size, interpolation=bicubic), T.RandomHorizontalFlip(), *norm]),
+            "train": T.Compose([*crop, *norm]),
             "valid": T.Compose([T.Resize(int(size / IMAGENET_EVAL_CROP), interpolation=bicubic), T.CenterCrop(size), *norm]),
         }
+        # the training transform without its float tail, for a GPU run's loader (for_transfer): the same draws, the
+        # image as uint8 (ToTensor and Normalize draw nothing; to_float does their arithmetic after the copy)
+        self.uint8_transform = T.Compose([*crop, T.PILToTensor()])
+        self.plain = self.transforms, self.uint8_transform     # what _configure goes back to without timm's transform
         # The same crop and flip on the uint8 tensor torchvision's libjpeg-turbo decode gives, then one float
         # conversion of the 224 x 224 crop: on a 16-core GPU machine the PIL path made 248 images per CPU second
         # (ToTensor's conversion of the PIL image alone ~1.3 ms), 0.88x of what a 45%-MFU DeiT-B step takes
@@ -278,9 +289,7 @@ class ImageNetData(ImagePretrainData):
         # on 2 loaded cores, 2026-11-27), and the one place a uint8 batch exists for the GPU to normalise later.
         self.tensor_crop = V.Compose([V.RandomResizedCrop(size, interpolation=bicubic, antialias=True),
                                       V.RandomHorizontalFlip()])
-        self.tensor_to_float = V.Compose([V.ToDtype(torch.float32, scale=True),
-                                          V.Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)])
-        self.sends_uint8 = False         # for_transfer: training batches from files leave the float work to the GPU
+        self.sends_uint8 = False         # for_transfer: training batches leave the recipe's float work to the GPU
 
     @property
     def timm_per_image(self) -> bool:
@@ -290,32 +299,56 @@ class ImageNetData(ImagePretrainData):
     def _configure(self) -> None:
         super()._configure()
         a = self.augment
+        self.transforms, self.uint8_transform = self.plain
         if self.timm_per_image:
             from timm.data import create_transform
             # DeiT's datasets.build_transform: timm's ImageNet training transform (random resized crop, flip,
-            # RandAugment, random erasing after normalisation) with main.py's options
-            train = create_transform(self.image_size, is_training=True, auto_augment=a["auto_augment"] or None,
-                                     color_jitter=a["color_jitter"], interpolation=a["train_interpolation"],
-                                     re_prob=a["re_prob"], re_mode=a["re_mode"], re_count=a["re_count"])
+            # RandAugment, random erasing after normalisation) with main.py's options; and the same transform as timm
+            # makes it for its prefetcher (use_prefetcher: the same draws up to RandAugment, the image as uint8,
+            # no float conversion, normalisation or random erasing), which a GPU run's loader sends (for_transfer)
+            options = dict(is_training=True, auto_augment=a["auto_augment"] or None, color_jitter=a["color_jitter"],
+                           interpolation=a["train_interpolation"], re_prob=a["re_prob"], re_mode=a["re_mode"],
+                           re_count=a["re_count"])
+            train = create_transform(self.image_size, **options)
             self.transforms = {**self.transforms, "train": posterize_keeping_zero_bits(train)}
+            self.uint8_transform = posterize_keeping_zero_bits(
+                create_transform(self.image_size, use_prefetcher=True, **options))
+
+    def to_float(self, pixels: torch.Tensor) -> torch.Tensor:
+        """uint8 pixels [..., 3, H, W] as the model's input: ToTensor's and Normalize's arithmetic (divide by 255,
+        subtract the mean, divide by the std), so a stacked batch, on any device, gets the floats the PIL path
+        gives each image, bit for bit."""
+        from torchvision.transforms.functional import normalize
+        return normalize(pixels.to(torch.float32).div(255), self.mean, self.std)
 
     def for_transfer(self) -> "ImageNetData":
-        """A GPU run's training batches from image files as uint8 pixels (the stacked crops), converted and
-        normalised by `on_device` after the copy: a quarter of the bytes to pin and copy, and the float conversion
-        and normalisation off the workers (1.56x / 1.26x less CPU an image at 341 x 256 / 500 x 375, bench/README
-        section 10).
-        The same elementwise ops on the same values: the same floats. Not under Mixup/CutMix, which mix floats on the
-        host (label smoothing alone changes only the labels), nor where batches are not from files or go through
-        timm's per-image transform (PIL)."""
-        if self.files is None or self.timm_per_image or (self.augment and self.mixer is not None):
-            return self
+        """The data as a GPU run's loader makes its training batches: the stacked uint8 images after the per-image
+        draws (crop, flip and, under DeiT's recipe, RandAugment), with the batch's seed; `on_device` does the float
+        work after the copy, as timm's prefetcher does: conversion and normalisation, random erasing, Mixup/CutMix
+        and label smoothing. A quarter of the bytes to pin and copy, and that work off the workers (crop/flip from
+        files 1.49x / 1.36x less CPU an image at 341 x 256 / 500 x 375; bench/README section 10)."""
         data = copy.copy(self)
         data.sends_uint8 = True
         return data
 
-    def on_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        pixels = batch["pixel_values"]
-        return {**batch, "pixel_values": self.tensor_to_float(pixels)} if pixels.dtype == torch.uint8 else batch
+    def on_device(self, batch: dict[str, torch.Tensor], device) -> dict[str, torch.Tensor]:
+        """A batch of `for_transfer`'s on `device`, completed there: the floats `train_batch` gives, bit for bit,
+        where the recipe has no random erasing; with random erasing, whose draws here come after the whole batch's
+        RandAugment draws rather than after each image's (and, on a GPU, its noise from the GPU's generator), a
+        batch from the same distribution, the same for the same (seed, step), as with timm's prefetcher."""
+        if "augment_seed" not in batch:
+            return to_device(batch, device)
+        seed = int(batch["augment_seed"])        # read on the host, before the copy: no wait for the device
+        sent = to_device({k: v for k, v in batch.items() if k != "augment_seed"}, device)
+        pixels = self.to_float(sent["pixel_values"])
+        if self.timm_per_image and self.augment["re_prob"] > 0:
+            from timm.data.random_erasing import RandomErasing
+            a = self.augment
+            erase = RandomErasing(a["re_prob"], mode=a["re_mode"], max_count=a["re_count"], device=pixels.device)
+            with seeded_global_rngs(pixels.device) as seed_rngs:
+                seed_rngs(derive_seed(seed, 4))
+                pixels = erase(pixels)
+        return self.mix("train", {**sent, "pixel_values": pixels}, seed)
 
     def make_batch(self, split: str, indices: np.ndarray, rng_seed: int) -> dict[str, torch.Tensor]:
         # the random transforms draw from the global RNGs: each image is seeded from (batch seed, its position), inside
@@ -324,6 +357,9 @@ class ImageNetData(ImagePretrainData):
         # repeated in a batch (repeated augmentation) is augmented differently each time
         transform, pixels, labels = self.transforms[split], [], []
         from_files = split == "train" and self.files is not None and not self.timm_per_image
+        sends_uint8 = split == "train" and self.sends_uint8
+        if sends_uint8:
+            transform = self.uint8_transform
         with seeded_global_rngs() as seed:
             for k, i in enumerate(indices):
                 if from_files:
@@ -334,10 +370,11 @@ class ImageNetData(ImagePretrainData):
                 seed(derive_seed(rng_seed, k))
                 pixels.append(self.tensor_crop(image) if from_files else transform(image.convert("RGB")))
                 labels.append(label)
-        pixels = torch.stack(pixels)
-        if from_files and not self.sends_uint8:
-            pixels = self.tensor_to_float(pixels)
-        batch = {"pixel_values": pixels, "labels": torch.tensor(labels, dtype=torch.long)}
+        batch = {"pixel_values": torch.stack(pixels), "labels": torch.tensor(labels, dtype=torch.long)}
+        if sends_uint8:      # the float work after the copy (on_device), drawing from this batch's seed
+            return {**batch, "augment_seed": torch.tensor(rng_seed, dtype=torch.int64)}
+        if from_files:
+            batch["pixel_values"] = self.to_float(batch["pixel_values"])
         return self.mix(split, batch, rng_seed)
 
     def preprocessing(self) -> dict:
