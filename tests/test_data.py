@@ -430,3 +430,23 @@ def test_random_erasing_moves_to_the_device_with_its_draws_seeded_by_the_batch(t
 DEIT_PER_IMAGE = {"auto_augment": "rand-m9-mstd0.5-inc1", "color_jitter": 0.3, "train_interpolation": "bicubic",
                   "re_prob": 0.25, "re_mode": "pixel", "re_count": 1, "mixup": 0.0, "cutmix": 0.0, "mixup_prob": 1.0,
                   "mixup_switch_prob": 0.5, "mixup_mode": "batch", "smoothing": 0.0, "repeated_aug": 1}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (bench/issue42_device.sh runs it: cuda-tests)")
+def test_on_a_gpu_the_device_part_of_deits_recipe_is_seeded_and_leaves_the_callers_streams(tmp_path):
+    """On a GPU: without random erasing, the completed batch is the host's floats and soft labels bit for bit (the
+    same elementwise ops); with it, the same batch twice for the same (seed, step), and the GPU's generator, which the
+    erasing's noise draws from, restored after."""
+    root = _smooth_image_folder(tmp_path)
+    data = load_pretrain_data("imagenet", "image", path=str(root), image_size=32)
+    mixing = data.with_augmentation({**DEIT_PER_IMAGE, "re_prob": 0.0, "mixup": 0.8, "cutmix": 1.0, "smoothing": 0.1})
+    raw, want = mixing.for_transfer().train_batch(0, 8, seed=0), mixing.train_batch(0, 8, seed=0)
+    done = mixing.on_device(raw, "cuda")
+    assert all(done[k].is_cuda and torch.equal(done[k].cpu(), want[k]) for k in want)
+    erasing = data.with_augmentation({**DEIT_PER_IMAGE, "re_prob": 1.0}).for_transfer()
+    raw = erasing.train_batch(0, 8, seed=0)
+    before = torch.cuda.get_rng_state()
+    first = erasing.on_device(raw, "cuda")["pixel_values"]
+    assert torch.equal(torch.cuda.get_rng_state(), before)
+    assert torch.equal(first, erasing.on_device(raw, "cuda")["pixel_values"])
+    assert not torch.equal(first.cpu(), erasing.on_device(raw, "cpu")["pixel_values"])    # the GPU's own noise

@@ -12,6 +12,8 @@ DeiT's recipe (a task's recipe fields, tasks/task.py; `with_augmentation`) adds,
 timm's per-image augmentation (`timm.data.create_transform`: RandAugment, colour jitter, random erasing; decoded
 images only), timm's Mixup/CutMix and label smoothing (soft targets [B, classes] that sum to 1), and DeiT's
 repeated augmentation in the index stream. Held-out batches keep hard labels and the plain evaluation transform.
+A GPU run's loader stops where timm's prefetcher does (uint8 images after the per-image draws) and the float work,
+random erasing and mixing included, runs on the device after the copy (`for_transfer`, `on_device`).
 """
 from __future__ import annotations
 
