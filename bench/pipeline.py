@@ -8,7 +8,7 @@ tokenisation pass (tasks/data/text.py:token_ids, which packs the corpus into a m
 own, on all cores and on one (TOKENIZERS_PARALLELISM), in documents/s and tokens/s.
 (b) Images: an ImageFolder (train/ and val/) of generated JPEGs of ImageNet's typical size (500 x 375, smooth colour
 fields plus grain, ~80 KB each, quality 90), and the same at 341 x 256 (a copy of ImageNet resized to a 256-pixel
-short side, as fast-loading pipelines such as FFCV keep it), read through tasks.data.vision.load_imagenet_data at 224 with its
+short side, as fast-loading pipelines such as FFCV keep it), read through tasks.data.imagenet.load_imagenet_data at 224 with its
 training transform: decode, augment and normalise are all in the timed batches.
 
 What the GPU consumes. Text: BERT-Base tokens/s of the growbench trainer from bench/results/gpu_mfu.json (measured
@@ -319,7 +319,7 @@ def main(argv=None):
                 folder = tmp / f"imagenet-{width}x{height}"
                 t0 = time.perf_counter()
                 write_image_folder(folder, args.images, classes=10, size=(width, height))
-                from tasks.data.vision import load_imagenet_data
+                from tasks.data.imagenet import load_imagenet_data
                 data = load_imagenet_data(str(folder))
                 if args.deit_recipe:
                     from tasks import get_task

@@ -40,7 +40,7 @@ RECIPE_RULES = {
     "adam_betas": adam_betas("adam_betas"),
     "adam_eps": above(0),
     "min_lr": at_least(0, " (0: a cosine schedule decays to 0)"),
-    # DeiT's recipe (tasks/data/vision.py applies it; names after facebookresearch/deit main.py's options)
+    # DeiT's recipe (tasks/data/image_recipe.py and imagenet.py apply it; names after facebookresearch/deit main.py's options)
     "auto_augment": (lambda v: isinstance(v, str), "a timm auto-augment policy such as rand-m9-mstd0.5-inc1, "
                                                    "or empty (off)"),
     "color_jitter": at_least(0, " (0: off)"),
@@ -139,7 +139,7 @@ class Recipe:
         return any(self.is_on(name) for name in MIXING)
 
     def augmentation(self) -> dict:
-        """DeiT's recipe fields by name, what tasks/data/vision.py reads."""
+        """DeiT's recipe fields by name, what tasks/data/image_recipe.py and imagenet.py read."""
         return {name: getattr(self, name) for name in AUGMENT_FIELDS}
 
     def with_(self, **changes) -> "Recipe":

@@ -18,6 +18,7 @@ import treebank  # noqa: E402
 from helpers import write_image_folder  # noqa: E402
 from tasks.data import PretrainData, batch_indices, load_pretrain_data  # noqa: E402
 from tasks.data import text as text_mod  # noqa: E402
+from tasks.data import imagenet as imagenet_mod  # noqa: E402
 from tasks.data import vision as vision_mod  # noqa: E402
 
 SEQ, VOCAB = 64, 1000
@@ -337,13 +338,13 @@ def test_imagenet_training_batches_from_files_match_the_pil_path(tmp_path, monke
     from PIL import Image
     root = _smooth_image_folder(tmp_path)
     for path in sorted((root / "train").rglob("*.jpg")):
-        assert torch.equal(vision_mod.decode_rgb(str(path)), pil_to_tensor(Image.open(path).convert("RGB")))
+        assert torch.equal(imagenet_mod.decode_rgb(str(path)), pil_to_tensor(Image.open(path).convert("RGB")))
     data = load_pretrain_data("imagenet", "image", path=str(root), image_size=32)
     pil = copy.copy(data)
     pil.files = None
     calls = []
-    real = vision_mod.decode_rgb
-    monkeypatch.setattr(vision_mod, "decode_rgb", lambda p: calls.append(p) or real(p))
+    real = imagenet_mod.decode_rgb
+    monkeypatch.setattr(imagenet_mod, "decode_rgb", lambda p: calls.append(p) or real(p))
     for step in range(3):
         fast, slow = data.train_batch(step, 8, seed=0), pil.train_batch(step, 8, seed=0)
         assert torch.equal(fast["labels"], slow["labels"]) and fast["pixel_values"].dtype == torch.float32

@@ -18,7 +18,7 @@ from runs.experiment import check_grown, run_experiment
 from helpers import write_image_folder
 from runs.record import load_run
 from tasks import get_task
-from tasks.data.vision import RA_EPOCH_MULTIPLE
+from tasks.data.image_recipe import RA_EPOCH_MULTIPLE
 from tasks.registry import make_task
 from tasks.task import AUGMENT_FIELDS
 

@@ -83,7 +83,7 @@ class PretrainData:
 
     def for_transfer(self) -> "PretrainData":
         """The data as a GPU run's loader makes its training batches, to be sent to the device and completed there
-        by `on_device`: by default the batches themselves (tasks/data/vision.py ImageNetData sends uint8 pixels and
+        by `on_device`: by default the batches themselves (tasks/data/imagenet.py ImageNetData sends uint8 pixels and
         leaves the float work of its recipe to the device)."""
         return self
 

@@ -1,4 +1,4 @@
-"""timm's posterize op as Pillow behaved when DeiT was trained (tasks/data/vision.py wraps the ops of its DeiT
+"""timm's posterize op as Pillow behaved when DeiT was trained (tasks/data/imagenet.py wraps the ops of its DeiT
 training transform with it)."""
 from __future__ import annotations
 
