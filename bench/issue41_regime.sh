@@ -6,10 +6,10 @@
 #   bash bench/issue41_regime.sh 520 \
 #     bert-6400:bert:bert_small_base:scratch,ligo,ligo_official,net2net,control:0,1:steps=6400,small_recipe.steps=6400
 #
-# Each job is NAME:SWEEP:TASK:METHODS:SEEDS:SETTINGS: the sweep's methods, run as `bench.sweeps SWEEP --set K=V ...`
-# with the comma-separated SETTINGS (recipe and small_recipe fields), into records NAME/; and, for the method
-# `control`, the no-growth control of those runs (`bench/small_continued.py --set ... --train-only`, compared with
-# scratch afterwards, where the records are), into NAME-control/. Every (method, seed) runs as its own process, all
+# Each job is NAME:SWEEP:TASK:METHODS:SEEDS[:SETTINGS]: the sweep's methods, run as `bench.sweeps SWEEP --set K=V ...`
+# with the comma-separated SETTINGS (recipe and small_recipe fields; none: the task's own), into records NAME/; and,
+# for the method `control`, the no-growth control of those runs (`bench/small_continued.py --set ... --train-only`,
+# compared with scratch afterwards, where the records are), into NAME-control/. Every (method, seed) runs as its own process, all
 # at once on the one GPU (a mini step is host-bound; bench/README.md section 8), each into its own root (two sweeps
 # into one --out wait for each other, bench/sweeps.py's sweep lock: on 2026-11-27 that made this script's first call
 # run its sweeps one after the other), their complete runs merged at the end (bench/merge_runs.sh); the small model
@@ -24,12 +24,12 @@
 set -uo pipefail
 limit=${1:?seconds}
 shift
-form="NAME:SWEEP:TASK:METHODS:SEEDS:SETTINGS (bert-6400:bert:bert_small_base:scratch,control:0,1:steps=6400)"
+form="NAME:SWEEP:TASK:METHODS:SEEDS[:SETTINGS] (bert-6400:bert:bert_small_base:scratch,control:0,1:steps=6400)"
 [ $# -gt 0 ] || { echo "error: no job; each is $form" >&2; exit 2; }
 for job in "$@"; do      # refused before anything is installed or written
   IFS=: read -r name sweep task methods seeds settings <<< "$job"
   [[ $name =~ ^[A-Za-z0-9_.-]+$ && -n $sweep && -n $task && -n $methods && $seeds =~ ^[0-9,]+$ \
-     && $settings =~ ^([A-Za-z_.]+=[^,=:]+)(,[A-Za-z_.]+=[^,=:]+)*$ ]] || {
+     && $settings =~ ^(([A-Za-z_.]+=[^,=:]+)(,[A-Za-z_.]+=[^,=:]+)*)?$ ]] || {
     echo "error: job '$job' is not $form" >&2; exit 2; }
 done
 OUT=${OUT:?set by the device machine}
