@@ -166,3 +166,29 @@ def test_pipeline_benchmark_times_whole_rounds_for_many_workers():
     row = loader_rate(data, 4, batches=2, workers=2)
     assert row["batches"] == ROUNDS_PER_WORKER * 2
     assert all(math.isfinite(row[k]) and row[k] > 0 for k in ("samples_per_s", "samples_per_cpu_s"))
+
+
+def test_the_host_against_sent_comparison_alternates_which_goes_first_over_whole_batches():
+    """The paired CPU cost of a batch made on the host against as a GPU loader sends it: each round makes one batch of
+    each, of the same images, in alternating order (the one timed second gets warm caches), every batch even-sized
+    (Mixup/CutMix mixes pairs), and the ratio is the host's time over the sent one's."""
+    import time
+
+    from bench.pipeline import SENT_BATCH, SENT_ROUNDS, host_against_sent
+    calls = []
+
+    class Fake:
+        def __init__(self, name, ms):
+            self.name, self.ms = name, ms
+
+        def make_batch(self, split, idx, seed):
+            calls.append((self.name, split, tuple(idx)))
+            end = time.process_time() + self.ms * len(idx) / 1e3
+            while time.process_time() < end:
+                pass
+    out = host_against_sent(Fake("host", 0.4), Fake("sent", 0.2), n=20)
+    assert len(calls) == 2 * SENT_ROUNDS and SENT_BATCH % 2 == 0
+    firsts = [calls[2 * r][0] for r in range(SENT_ROUNDS)]
+    assert firsts == ["host", "sent"] * (SENT_ROUNDS // 2)
+    assert all(a[2] == b[2] and len(a[2]) == SENT_BATCH and a[1] == "train" for a, b in zip(calls[::2], calls[1::2]))
+    assert 1.5 < out["ratio_median"] < 2.5 and out["ratio_min"] <= out["ratio_median"] <= out["ratio_max"]
