@@ -133,8 +133,11 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
     Sweep("deit", "Table 2, Figure 4", lambda scale: methods("deit_s_b")),
     Sweep("cait", "Figure 8 (App. C.2)", lambda scale: methods("cait_xs_s")),
     Sweep("orthogonal", "Figure 5", lambda scale: ORTHOGONAL),
+    # ligo_official: LiGO as its authors started it, a row in every comparison (issue 41); on this pair its
+    # official depth init, literal tying and fit, no width to grow
     Sweep("depth_only", "Figure 6(a)",
-          lambda scale: methods("bert_depth_only", ("scratch", "stackbert", "interpolation", "mslt", "ligo"))),
+          lambda scale: methods("bert_depth_only", ("scratch", "stackbert", "interpolation", "mslt", "ligo",
+                                                    "ligo_official"))),
     # net2net-noise0.5 asks why direct copy leads at mini: FPI with its new copies perturbed (noise 0.5 of each
     # tensor's std) starts as far from the small model's function as direct copy does (eval loss 5.250 against
     # 5.223 at seed 0; FPI 5.169) but keeps FPI's structure, so it separates "the new units are twins" from
