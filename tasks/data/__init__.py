@@ -89,7 +89,7 @@ class PretrainData:
 
     def on_device(self, batch: dict[str, torch.Tensor], device) -> dict[str, torch.Tensor]:
         """A CPU batch of `for_transfer`'s, sent to `device` and completed there: what `train_batch` gives (or, where
-        the recipe draws random numbers on the device, a batch drawn from the same distribution; vision.py)."""
+        the recipe draws random numbers on the device, a batch drawn from the same distribution; imagenet.py)."""
         return to_device(batch, device)
 
     def train_batch(self, step: int, batch_size: int, seed: int) -> dict[str, torch.Tensor]:
