@@ -17,7 +17,7 @@
 # 4. LiGO's fit step against a training step at paper size (bench/ligo_fit_cost.py);
 # 5. the mini-scale step (BERT mini, 64 x 64, float32 as the mini runs train), trainer and raw loop: the issue's
 #    <= 5 ms target (bench/throughput.py);
-# 6. cuda-tests: the tests that skip without a GPU (DeiT's recipe completed on the device: tests/test_data.py).
+# 6. cuda-tests: the tests that skip without a GPU (DeiT's recipe completed on the device: tests/test_imagenet_pipeline.py).
 # Each part has its own time limit (the sum stays under the given seconds); a part cut short leaves the others'
 # results. Results go to $OUT/issue42-results.tgz (bench/results/*.json), logs to $OUT/issue42-logs.tgz; unpack with
 #   tar xzf issue42-results.tgz -C bench/results
@@ -69,7 +69,7 @@ part() { case $1 in
                --out "$res/throughput-mini-gpu.json" ;;
   # the tests that need a GPU (skipped on the CPU): pytest's wheels are in .whl (pip download pytest pluggy iniconfig
   # pygments); the log is the result
-  cuda-tests) run "$1" 90 python3 -m pytest -q -rs -p no:cacheprovider tests/test_data.py -k on_a_gpu ;;
+  cuda-tests) run "$1" 90 python3 -m pytest -q -rs -p no:cacheprovider tests/test_imagenet_pipeline.py -k on_a_gpu ;;
 esac; }
 for p in "${parts[@]}"; do part "$p"; done
 echo "all parts ended after $(( $(date +%s) - start )) s"

@@ -97,3 +97,8 @@ def write_image_folder(root, classes, per_split: dict, size: tuple[int, int], su
             for i in range(n):
                 Image.fromarray(rng.integers(0, 256, (*size, 3), dtype=np.uint8)).save(root / split / cls / f"{i}{suffix}")
     return root
+
+
+def same_batch(a: dict, b: dict) -> bool:
+    """Two batches hold the same keys and equal tensors."""
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
