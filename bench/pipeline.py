@@ -136,8 +136,9 @@ def image_stage_costs(data, folder: Path, n: int, sent) -> dict:
     libjpeg-turbo decode_jpeg), and the augmentation done instead on the decoded uint8 tensor by torchvision's v2
     transforms, normalisation left to the GPU, against the same crop and flip on the PIL image: what a faster image
     path could save, measured, not assumed. `item_pil_path`: the item as the data made it before it decoded image
-    files with torchvision (the PIL decode, crop, flip and ToTensor), beside the item as it makes it now, and as a GPU
-    run's loader makes it (`sent`, data.for_transfer(): uint8 pixels, converted and normalised on the device)."""
+    files with torchvision (the PIL decode, crop, flip and ToTensor), beside the item as it makes it now; and, in
+    alternated rounds (host_against_sent), the batch as the host makes it against as a GPU run's loader makes it
+    (`sent`, data.for_transfer(): uint8 pixels, the float work left to the device)."""
     import torchvision.transforms.v2 as V
     from PIL import Image
     from torchvision.io import decode_jpeg, read_file
@@ -153,7 +154,6 @@ def image_stage_costs(data, folder: Path, n: int, sent) -> dict:
         # pairs of images, timed per image (Mixup/CutMix, in DeiT's recipe, mixes a batch: it takes even sizes)
         "item_as_the_data_makes_it": lambda i: data.make_batch("train", np.array([i, (i + 1) % len(paths)]), i),
         "item_pil_path": lambda i: pil_path.make_batch("train", np.array([i, (i + 1) % len(paths)]), i),
-        "item_as_a_gpu_loader_sends_it": lambda i: sent.make_batch("train", np.array([i, (i + 1) % len(paths)]), i),
         "decode_pil": lambda i: Image.open(paths[i]).convert("RGB"),
         "decode_torchvision": lambda i: decode_jpeg(read_file(str(paths[i]))),
         "augment_pil_crop_flip_only": lambda i: pil(images[i]),
@@ -169,7 +169,7 @@ def image_stage_costs(data, folder: Path, n: int, sent) -> dict:
     out["transform_pil_path"] = out["item_pil_path"] - out["decode_pil"]
     out["images_per_s_per_core_from_item_cost"] = 1e3 / out["item_as_the_data_makes_it"]
     out["host_against_sent"] = host_against_sent(data, sent, len(paths))
-    shown = ("it", "pil", "vision", "normalise", "only", "path", "sends_it")
+    shown = ("it", "pil", "vision", "normalise", "only", "path")
     print("  images, CPU ms per image: " + ", ".join(f"{k} {v:.2f}" for k, v in out.items() if k.endswith(shown))
           + f" (one core: {out['images_per_s_per_core_from_item_cost']:.0f} images/s)", flush=True)
     return out

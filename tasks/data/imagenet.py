@@ -52,9 +52,9 @@ class ImageNetData(ImagePretrainData):
         # (bench/README.md section 10). Training batches from image files only, and only while no timm per-image
         # transform (which takes PIL images) is on; held-out batches keep the PIL path that timm's evaluation and
         # the exported preprocessing describe. The float conversion and normalisation run once on the stacked uint8
-        # batch: the same elementwise ops, so the same floats bit for bit, without a float32 copy of each crop to
-        # stack (3%: 3.07 against 3.16 ms an image, 500 x 375 JPEGs, batches of 64, medians of 8 alternated rounds
-        # on 2 loaded cores, 2026-11-27), and the one place a uint8 batch exists for the GPU to normalise later.
+        # batch (to_float): the same elementwise ops, so the same floats bit for bit, without a float32 copy of each
+        # crop to stack (3%: 3.07 against 3.16 ms an image, 500 x 375 JPEGs, batches of 64, medians of 8 alternated
+        # rounds on 2 loaded cores, 2026-11-27).
         self.tensor_crop = V.Compose([V.RandomResizedCrop(size, interpolation=bicubic, antialias=True),
                                       V.RandomHorizontalFlip()])
         self.sends_uint8 = False         # for_transfer: training batches leave the recipe's float work to the GPU
@@ -105,11 +105,11 @@ class ImageNetData(ImagePretrainData):
         RandAugment draws rather than after each image's (and, on a GPU, its noise from the GPU's generator), a
         batch from the same distribution, the same for the same (seed, step), as with timm's prefetcher."""
         if "augment_seed" not in batch:
-            return to_device(batch, device)
+            return super().on_device(batch, device)
         seed = int(batch["augment_seed"])        # read on the host, before the copy: no wait for the device
         sent = to_device({k: v for k, v in batch.items() if k != "augment_seed"}, device)
         pixels = self.to_float(sent["pixel_values"])
-        if self.timm_per_image and self.augment["re_prob"] > 0:
+        if self.augment and self.augment["re_prob"] > 0:     # random erasing is timm's per-image transform's last step
             from timm.data.random_erasing import RandomErasing
             a = self.augment
             erase = RandomErasing(a["re_prob"], mode=a["re_mode"], max_count=a["re_count"], device=pixels.device)
@@ -147,9 +147,8 @@ class ImageNetData(ImagePretrainData):
 
     def preprocessing(self) -> dict:
         """The "valid" transform in timm's pretrained_cfg terms (timm's eval transform is the same one)."""
-        from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
         names = {"label_names": list(self.label_names)} if self.label_names else {}
-        return {"mean": list(IMAGENET_DEFAULT_MEAN), "std": list(IMAGENET_DEFAULT_STD), "interpolation": "bicubic",
+        return {"mean": list(self.mean), "std": list(self.std), "interpolation": "bicubic",
                 "crop_pct": IMAGENET_EVAL_CROP, "crop_mode": "center", **names}
 
 
