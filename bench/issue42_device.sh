@@ -44,7 +44,8 @@ if [ -n "${SMOKE:-}" ]; then
   fit="--repeats 1 --batch 2 --seq 16"; mini="--scale tiny --steps 30 --log-every 10 --repeats 1"
 else
   mini="--scale mini --steps 300 --log-every 50 --repeats 3"
-  mfu="--repeats 2 --steps 40 --log-every 10"                # mfu-compiled: one repeat (compiling is long); prof=""; pipe="--workers 0 4 8 12 15"
+  mfu="--repeats 2 --steps 40 --log-every 10"                # mfu-compiled: one repeat (compiling is long)
+  prof=""; pipe="--workers 0 4 8 12 15"
   fit="--pair paper --batch 256 --seq 128 --bf16 --repeats 5 --profile 3"
 fi
 run() { local name=$1 secs=$2; shift 2

@@ -87,7 +87,10 @@ class ImageNetData(ImagePretrainData):
         subtract the mean, divide by the std), so a stacked batch, on any device, gets the floats the PIL path
         gives each image, bit for bit."""
         from torchvision.transforms.functional import normalize
-        return normalize(pixels.to(torch.float32).div(255), self.mean, self.std)
+        # 255 as a tensor on the pixels' device: CUDA divides by a CPU scalar as a multiplication by its reciprocal
+        # (ATen's div_true_kernel_cuda), up to one ulp off ToTensor's division on the host; a device tensor gets
+        # the true division (an H200 run of the GPU test, 2026-11-27, failed its bit-for-bit check with the scalar)
+        return normalize(pixels.to(torch.float32).div(torch.full((), 255.0, device=pixels.device)), self.mean, self.std)
 
     def for_transfer(self) -> "ImageNetData":
         """The data as a GPU run's loader makes its training batches: the stacked uint8 images after the per-image
