@@ -6,10 +6,11 @@
 #   bash bench/issue41_regime.sh 520 \
 #     bert-6400:bert:bert_small_base:scratch,ligo,ligo_official,net2net,control:0,1:steps=6400,small_recipe.steps=6400
 #
-# Each job is NAME:SWEEP:TASK:METHODS:SEEDS[:SETTINGS]: the sweep's methods, run as `bench.sweeps SWEEP --set K=V ...`
+# Each job is NAME:SWEEP:TASK:RUNS:SEEDS[:SETTINGS]: the sweep's runs by label (a method's plain run is labelled by
+# its name: ligo, scratch; variants: ligo-random, net2net-noise0.5), run as `bench.sweeps SWEEP --runs L --set K=V ...`
 # with the comma-separated SETTINGS (recipe and small_recipe fields; none: the task's own), into records NAME/; and,
 # for the method `control`, the no-growth control of those runs (`bench/small_continued.py --set ... --train-only`,
-# compared with scratch afterwards, where the records are), into NAME-control/. Every (method, seed) runs as its own process, all
+# compared with scratch afterwards, where the records are), into NAME-control/. Every (run, seed) is its own process, all
 # at once on the one GPU (a mini step is host-bound; bench/README.md section 8), each into its own root (two sweeps
 # into one --out wait for each other, bench/sweeps.py's sweep lock: on 2026-11-27 that made this script's first call
 # run its sweeps one after the other), their complete runs merged at the end (bench/merge_runs.sh); the small model
@@ -24,11 +25,11 @@
 set -uo pipefail
 limit=${1:?seconds}
 shift
-form="NAME:SWEEP:TASK:METHODS:SEEDS[:SETTINGS] (bert-6400:bert:bert_small_base:scratch,control:0,1:steps=6400)"
+form="NAME:SWEEP:TASK:RUNS:SEEDS[:SETTINGS] (bert-6400:bert:bert_small_base:scratch,control:0,1:steps=6400)"
 [ $# -gt 0 ] || { echo "error: no job; each is $form" >&2; exit 2; }
 for job in "$@"; do      # refused before anything is installed or written
-  IFS=: read -r name sweep task methods seeds settings <<< "$job"
-  [[ $name =~ ^[A-Za-z0-9_.-]+$ && -n $sweep && -n $task && -n $methods && $seeds =~ ^[0-9,]+$ \
+  IFS=: read -r name sweep task labels seeds settings <<< "$job"
+  [[ $name =~ ^[A-Za-z0-9_.-]+$ && -n $sweep && -n $task && -n $labels && $seeds =~ ^[0-9,]+$ \
      && $settings =~ ^(([A-Za-z_.]+=[^,=:]+)(,[A-Za-z_.]+=[^,=:]+)*)?$ ]] || {
     echo "error: job '$job' is not $form" >&2; exit 2; }
 done
@@ -41,16 +42,16 @@ mkdir -p "$work/records" "$work/logs"
 start=$(date +%s)
 left() { local s=$(( limit - ($(date +%s) - start) )); echo $(( s > 1 ? s : 1 )); }
 for job in "$@"; do
-  IFS=: read -r name sweep task methods seeds settings <<< "$job"
+  IFS=: read -r name sweep task labels seeds settings <<< "$job"
   sets=(); for kv in ${settings//,/ }; do sets+=(--set "$kv"); done
   for seed in ${seeds//,/ }; do
-    for m in ${methods//,/ }; do
+    for m in ${labels//,/ }; do
       log=$work/logs/$name-$m-s$seed.log
       if [ "$m" = control ]; then
         timeout "$(left)" python3 bench/small_continued.py --tasks "$task:$seed" --scale "$scale" --device "$device" \
           "${sets[@]}" --runs "$work/records/$name-control" --train-only > "$log" 2>&1 &
       else
-        timeout "$(left)" python3 -m bench.sweeps "$sweep" --seeds "$seed" --methods "$m" \
+        timeout "$(left)" python3 -m bench.sweeps "$sweep" --seeds "$seed" --runs "$m" \
           --out "$work/parts/$name/$m-s$seed" --device "$device" --scale "$scale" --prune "${sets[@]}" > "$log" 2>&1 &
       fi
     done
