@@ -121,14 +121,7 @@ def kernel_time(fn, batch: dict, steps: int, device, sync) -> dict:
         for _ in range(steps):
             fn(batch)
         sync()
-    out = breakdown(prof, steps, device.type)
-    if device.type == "cuda":
-        by_name: dict[str, float] = {}
-        for e in prof.events():
-            if e.device_type == torch.autograd.DeviceType.CUDA:
-                by_name[e.name] = by_name.get(e.name, 0.0) + (e.time_range.end - e.time_range.start) / 1e3 / steps
-        out["top_kernels_ms_per_step"] = dict(sorted(by_name.items(), key=lambda kv: -kv[1])[:10])
-    return out
+    return breakdown(prof, steps, device.type)
 
 
 def paper_fraction() -> dict:

@@ -59,16 +59,19 @@ def busy_union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def breakdown(prof, steps: int, device_type: str) -> dict:
-    """ms per step by kernel class, and idle = (span of the kernels - their union) / steps."""
+def breakdown(prof, steps: int, device_type: str, top: int = 10) -> dict:
+    """ms per step by kernel class, idle = (span of the kernels - their union) / steps, and the `top` kernels by
+    name (on the CPU: top-level operators) that take most."""
     want = torch.autograd.DeviceType.CUDA if device_type == "cuda" else torch.autograd.DeviceType.CPU
     by_class: dict[str, float] = {}
+    by_name: dict[str, float] = {}
     intervals = []
     for e in prof.events():
         if e.device_type != want or (device_type != "cuda" and e.cpu_parent is not None):
             continue        # on the CPU, top-level operators only (their children are inside them)
         start, end = e.time_range.start, e.time_range.end           # microseconds
         by_class[kernel_class(e.name)] = by_class.get(kernel_class(e.name), 0.0) + (end - start)
+        by_name[e.name] = by_name.get(e.name, 0.0) + (end - start)
         intervals.append((start, end))
     if not intervals:
         return {"ms_per_step": {}, "idle_ms_per_step": None}
@@ -77,20 +80,36 @@ def breakdown(prof, steps: int, device_type: str) -> dict:
            "busy_ms_per_step": round(busy_union(intervals) / 1e3 / steps, 3),
            "span_ms_per_step": round(span / 1e3 / steps, 3)}
     out["idle_ms_per_step"] = round(out["span_ms_per_step"] - out["busy_ms_per_step"], 3)
+    out["top_kernels_ms_per_step"] = {k: round(v / 1e3 / steps, 3)
+                                      for k, v in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]}
     return out
+
+
+# the operators whose kernels the "casts" class holds (a kernel's name, direct_copy_kernel_cuda, does not say
+# whose copy it is; the operator and its input shapes do: a weight's [1024, 1024] or an activation's [16, 1024, ...])
+COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::clone", "aten::contiguous", "aten::cat", "aten::_foreach_copy_")
+
+
+def copy_sources(prof, steps: int, device_type: str, top: int = 10) -> dict[str, float]:
+    """ms per step of the device time spent in copy operators, by operator and input shapes (the profile must record
+    shapes), most first: which tensors the "casts" class converts or copies."""
+    self_time = "self_device_time_total" if device_type == "cuda" else "self_cpu_time_total"
+    rows = [(f"{e.key} {e.input_shapes}", getattr(e, self_time) / 1e3 / steps)
+            for e in prof.key_averages(group_by_input_shape=True) if e.key in COPY_OPS]
+    return {k: round(v, 3) for k, v in sorted(rows, key=lambda kv: -kv[1])[:top] if v > 0}
 
 
 def profile_loop(run, task, data, device, compile: bool) -> dict:
     run(task, data, device, compile)            # warm: kernels chosen, allocator filled, graphs compiled
     prof, steps = profiled_window(run, task, data, device, compile)
-    return breakdown(prof, steps, device.type)
+    return {**breakdown(prof, steps, device.type), "copy_sources_ms_per_step": copy_sources(prof, steps, device.type)}
 
 
 def profiled_window(run, task, data, device, compile: bool):
     """(profile, steps) of the steps between the run's first two timing marks only: model set-up, the first steps
     (lazy initialisation, compilation) and the final evaluation stay outside, so ms per step means training steps."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    prof, window = profile(activities=activities), []
+    prof, window = profile(activities=activities, record_shapes=True), []      # shapes: copy_sources
 
     def at_mark(step: int) -> None:              # called with the GPU idle (the run synchronises first)
         window.append(step)
@@ -107,7 +126,7 @@ def profiled_window(run, task, data, device, compile: bool):
     return prof, window[1] - window[0]
 
 
-def measure(name: str, args, device) -> dict:
+def measure(name: str, args, device, written=lambda row: None) -> dict:
     # rows (timing marks) at steps k and 2k of 3k: the profile covers steps k+1 .. 2k, well after warm-up and
     # before the final evaluation
     task, batch = timed_task(name, args.batch, 3 * args.steps, args.steps, args.bf16)
@@ -118,6 +137,7 @@ def measure(name: str, args, device) -> dict:
         row[label] = profile_loop(run, task, data, device, args.compile)
         parts = ", ".join(f"{k} {v}" for k, v in row[label]["ms_per_step"].items())
         print(f"{name} {label}: {parts}; idle {row[label]['idle_ms_per_step']} ms/step", flush=True)
+        written(row)                # the trainer's part kept where a time limit ends the raw loop's
     return row
 
 
@@ -137,12 +157,15 @@ def main(argv=None):
     with refused_as_one_line():
         check_result_file(out)
         device = torch.device(checked_device(args.device))
-    rows = []
-    for name in args.models:        # written after every model: a time limit keeps the finished ones
-        rows.append(measure(name, args, device))
-        write_result(out, {"rows": rows, "pending": args.models[len(rows):], "device": str(device),
-                           "tag": args.tag,
+    done: list[dict] = []
+
+    def write(rows: list[dict]) -> None:
+        write_result(out, {"rows": rows, "pending": [m for m in args.models if m not in {r["model"] for r in rows
+                                                                                          if "raw" in r}],
+                           "device": str(device), "tag": args.tag,
                            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
+    for name in args.models:        # written after every loop: a time limit keeps what finished
+        done.append(measure(name, args, device, written=lambda row: write(done + [row])))
 
 
 if __name__ == "__main__":

@@ -12,17 +12,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gpu_mfu import SyntheticTokens  # noqa: E402
-from bench.step_profile import breakdown, profiled_window  # noqa: E402
+from bench.step_profile import breakdown, copy_sources, profiled_window  # noqa: E402
 from bench.throughput import raw_run, trainer_run  # noqa: E402
 from tasks import get_task  # noqa: E402
 
 OPTIMIZER_STEP = "Optimizer.step#"      # torch's record_function name around every optimizer.step()
 
 
-def tiny_timing_task(steps: int, log_every: int):
+def tiny_timing_task(steps: int, log_every: int, bf16: bool = False):
     task = get_task("bert_small_base", scale="tiny")
     return task.with_(recipe=task.recipe.with_(steps=steps, batch_size=2, log_every=log_every, eval_every=10 * steps,
-                                               eval_batches=1, bf16=False, warmup=1))
+                                               eval_batches=1, bf16=bf16, warmup=1))
 
 
 @pytest.mark.parametrize("run", [trainer_run, raw_run], ids=["trainer", "raw"])
@@ -48,3 +48,18 @@ def test_a_run_with_one_mark_is_refused():
     data = SyntheticTokens(task.objective, task.large.vocab, task.recipe.seq_len)
     with pytest.raises(RuntimeError, match="a profile window needs two"):
         profiled_window(raw_run, task, data, torch.device("cpu"), compile=False)
+
+
+def test_the_profile_names_whose_copies_the_casts_class_holds():
+    """A kernel's name (direct_copy_kernel_cuda) does not say what was copied: under bf16 autocast, the copy operators
+    with their input shapes name the large model's weights being cast, and the top kernels come most first."""
+    torch.set_num_threads(1)
+    task = tiny_timing_task(steps=6, log_every=2, bf16=True)
+    data = SyntheticTokens(task.objective, task.large.vocab, task.recipe.seq_len)
+    prof, steps = profiled_window(raw_run, task, data, torch.device("cpu"), compile=False)
+    sources = copy_sources(prof, steps, "cpu", top=50)
+    ffn_weight = f"[{task.large.ffn}, {task.large.hidden}]"
+    assert any(k.startswith("aten::copy_") and ffn_weight in k for k in sources), sources
+    assert list(sources.values()) == sorted(sources.values(), reverse=True)
+    top = breakdown(prof, steps, "cpu", top=3)["top_kernels_ms_per_step"]
+    assert len(top) == 3 and list(top.values()) == sorted(top.values(), reverse=True)
