@@ -53,10 +53,11 @@ run() { local name=$1 secs=$2; shift 2
   timeout "$(share "$secs")" "$@" > "$logs/$name.log" 2>&1; echo "   rc $? ; $(tail -3 "$logs/$name.log" | tr '\n' ' ')"; }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$logs/gpu.txt" 2>&1 || true
 # seconds each part had on an H200 on 2026-11-27, and what it needed: mfu-eager 120 (cut in GPT-2's second repeat),
-# mfu-compiled 150 and 280 (GPT-2 Medium compiles for ~90 s, BERT-Base for ~50), profile-eager 50 (cut), pipeline 48,
+# mfu-compiled 150 and 280 (GPT-2 Medium compiles for ~90 s, BERT-Base for ~50), profile-eager 50 (cut) and 150 (cut in
+# GPT-2's raw loop), pipeline 48,
 # pipeline-deit 34, ligo-fit 23
 part() { case $1 in
-  profile-eager) run "$1" 150 python3 bench/step_profile.py --device "$device" $prof --out "$res/step_profile-eager.json" ;;
+  profile-eager) run "$1" 200 python3 bench/step_profile.py --device "$device" $prof --out "$res/step_profile-eager.json" ;;
   profile-compiled) run "$1" 270 python3 bench/step_profile.py --device "$device" $prof --compile \
                       --out "$res/step_profile-compiled.json" ;;
   mfu-eager) run "$1" 200 python3 bench/gpu_mfu.py --device "$device" $mfu --out "$res/gpu_mfu-eager.json" ;;
