@@ -82,3 +82,20 @@ def test_merge_runs_copies_complete_runs_whole_and_never_an_incomplete_one(tmp_p
     got = {d.name: (d / "metrics.jsonl").read_text() for d in (dest / "t-mini").iterdir()}
     assert got == {"ligo-s0": "b's complete", "small-s0": "a's small", "scratch-s0": "b's scratch"}
     assert all((dest / "t-mini" / label / "summary.json").exists() for label in got)
+
+
+@pytest.mark.parametrize("job", ["bert-6400:bert:bert_small_base::0",            # no runs
+                                 "bert-6400:bert:bert_small_base:ligo:zero",     # seeds not numbers
+                                 "bert 6400:bert:bert_small_base:ligo:0",        # a name that is not a folder name
+                                 "bert-6400:bert:bert_small_base:ligo:0:steps"])  # a setting without a value
+def test_the_regime_script_refuses_a_malformed_job_before_it_installs_or_writes(tmp_path, job):
+    """bench/issue41_regime.sh runs on a lent GPU whose minutes are few: a malformed job is refused in one line, with
+    the form it takes, before pip or any folder (its WORK root, $OUT) is touched."""
+    import subprocess
+    work, out = tmp_path / "work", tmp_path / "out"
+    done = subprocess.run(["bash", str(ROOT / "bench" / "issue41_regime.sh"), "60", "ok:bert:t:scratch:0", job],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "OUT": str(out),
+                                                               "WORK": str(work), "DEVICE": "cpu"}, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "NAME:SWEEP:TASK:RUNS:SEEDS" in done.stderr and job in done.stderr
+    assert not work.exists() and not out.exists()
