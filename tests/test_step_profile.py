@@ -63,3 +63,25 @@ def test_the_profile_names_whose_copies_the_casts_class_holds():
     assert list(sources.values()) == sorted(sources.values(), reverse=True)
     top = breakdown(prof, steps, "cpu", top=3)["top_kernels_ms_per_step"]
     assert len(top) == 3 and list(top.values()) == sorted(top.values(), reverse=True)
+
+
+def test_the_issue42_device_script_hands_every_part_its_arguments(tmp_path):
+    """bench/issue42_device.sh's full-size branch runs only on a lent GPU: on 2026-11-27 two of its variables sat
+    inside a comment, and every part after the first stopped on "unbound variable" there, costing device time. Here
+    `python3` is a stub that records its arguments: every part must start, with its full-size options."""
+    import subprocess
+    stub_dir = tmp_path / "bin"
+    stub_dir.mkdir()
+    calls = tmp_path / "calls.txt"
+    (stub_dir / "python3").write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\n')
+    (stub_dir / "python3").chmod(0o755)
+    done = subprocess.run(["bash", str(Path(__file__).resolve().parents[1] / "bench" / "issue42_device.sh"), "120"],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={"PATH": f"{stub_dir}:/usr/bin:/bin", "OUT": str(tmp_path / "out")})
+    assert done.returncode == 0 and "unbound" not in done.stderr, done.stderr
+    lines = calls.read_text().splitlines()
+    scripts = [line.split()[0] for line in lines]
+    assert scripts == ["bench/step_profile.py", "bench/step_profile.py", "bench/ligo_fit_cost.py", "bench/gpu_mfu.py",
+                       "bench/gpu_mfu.py", "bench/pipeline.py", "bench/pipeline.py", "bench/throughput.py", "-m"]
+    assert "--workers 0 4 8 12 15" in lines[5] and "--profile 3" in lines[2] and "--scale mini" in lines[7]
+    assert (tmp_path / "out" / "issue42-results.tgz").exists()
