@@ -108,6 +108,13 @@ def symmetry_entries(task: str) -> list[Entry]:
         Entry(task, m, settings=DENSE_EVAL) for m in ("net2net", "bert2bert", "direct_copy")]
 
 
+def official_start_parts(task: str, settings: tuple = ()) -> list[Entry]:
+    """The official start taken apart (official_start_entries says why): all of it but its tying
+    (`ligo_official-pinv`), and growbench's LiGO with its random width rows alone (`ligo-random`)."""
+    return [Entry(task, "ligo_official", "ligo_official-pinv", (("tying", "pinv"),) + settings),
+            Entry(task, "ligo", "ligo-random", (("width_init", "random"),) + settings)]
+
+
 def official_start_entries(task: str) -> list[Entry]:
     """Why LiGO as its authors started it (methods/ligo_official.py) leads where growbench's LiGO does not: the two
     starts with the steps between them. `ligo-random` is growbench's LiGO (one-hot stacking, pseudo-inverse tying, its
@@ -117,9 +124,8 @@ def official_start_entries(task: str) -> list[Entry]:
     Net2Net's copies as rows is left out: under the literal tying copies double every copied input, a start above
     scratch's loss that measures the broken function, not the rows.) All evaluated every 50 steps, so their plain
     labels are the recipes sweep's runs (same computation)."""
-    return [Entry(task, m, settings=DENSE_EVAL) for m in ("scratch", "ligo", "ligo_official")] + [
-        Entry(task, "ligo_official", "ligo_official-pinv", (("tying", "pinv"),) + DENSE_EVAL),
-        Entry(task, "ligo", "ligo-random", (("width_init", "random"),) + DENSE_EVAL)]
+    return [Entry(task, m, settings=DENSE_EVAL) for m in ("scratch", "ligo", "ligo_official")] + \
+        official_start_parts(task, DENSE_EVAL)
 
 
 def start_causes_entries(task: str) -> list[Entry]:
@@ -130,10 +136,9 @@ def start_causes_entries(task: str) -> list[Entry]:
     tying), and the copying starts with their copies perturbed: if the late split is the twins', these two rise to
     the leaders. Evaluated at the task's interval (the question is the end of a long run, not its first steps), so
     these labels are not the dense-eval runs of records/mini (a separate root)."""
-    return [Entry(task, "ligo_official", "ligo_official-pinv", (("tying", "pinv"),)),
-            Entry(task, "ligo", "ligo-random", (("width_init", "random"),)),
-            Entry(task, "net2net", "net2net-noise0.5", (("noise", 0.5),)),
-            Entry(task, "ligo", f"ligo-noise{SYMMETRY_BREAK}", (("fit_noise", SYMMETRY_BREAK),))]
+    return official_start_parts(task) + [
+        Entry(task, "net2net", "net2net-noise0.5", (("noise", 0.5),)),
+        Entry(task, "ligo", f"ligo-noise{SYMMETRY_BREAK}", (("fit_noise", SYMMETRY_BREAK),))]
 
 
 SWEEPS: dict[str, Sweep] = {s.name: s for s in [

@@ -56,7 +56,7 @@ def test_the_profile_names_whose_copies_the_casts_class_holds():
     torch.set_num_threads(1)
     task = tiny_timing_task(steps=6, log_every=2, bf16=True)
     data = SyntheticTokens(task.objective, task.large.vocab, task.recipe.seq_len)
-    prof, steps = profiled_window(raw_run, task, data, torch.device("cpu"), compile=False)
+    prof, steps = profiled_window(raw_run, task, data, torch.device("cpu"), compile=False, record_shapes=True)
     sources = copy_sources(prof, steps, "cpu", top=50)
     ffn_weight = f"[{task.large.ffn}, {task.large.hidden}]"
     assert any(k.startswith("aten::copy_") and ffn_weight in k for k in sources), sources
