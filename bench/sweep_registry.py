@@ -97,14 +97,15 @@ def recipe_entries(task: str, methods_: tuple[str, ...], presets: tuple[str, ...
 def symmetry_entries(task: str) -> list[Entry]:
     """LiGO at its task default, with its copies kept (`ligo-copies`: fit_noise 0, the Net2Net start) and with them
     broken (`ligo-noise0.1`) first (LiGO's default rests on them; one of the two is the default's setting, and the
-    sweep records it as that run's twin instead of training it again), then the other starts."""
+    sweep records it as that run's twin instead of training it again), then the official start and its parts (its
+    random rows alone, all of it but its literal tying: the official start's lead over LiGO split as official_start
+    splits it on BERT; the pinv variant keeps the small model's function with random non-twin rows), then the
+    other starts."""
     return [Entry(task, m, settings=DENSE_EVAL) for m in ("scratch", "ligo")] + [
         Entry(task, "ligo", "ligo-copies", (("fit_noise", 0.0),) + DENSE_EVAL),
         Entry(task, "ligo", f"ligo-noise{SYMMETRY_BREAK}", (("fit_noise", SYMMETRY_BREAK),) + DENSE_EVAL),
-        Entry(task, "ligo_official", settings=DENSE_EVAL),
-        # the official start with the consuming side divided as Net2Net's is (B's pseudo-inverse): random non-twin
-        # rows, the small model's function kept; tells the official start's two differences from ligo apart
-        Entry(task, "ligo_official", "ligo_official-pinv", (("tying", "pinv"),) + DENSE_EVAL)] + [
+        Entry(task, "ligo_official", settings=DENSE_EVAL)] + \
+        official_start_parts(task, DENSE_EVAL) + [
         Entry(task, m, settings=DENSE_EVAL) for m in ("net2net", "bert2bert", "direct_copy")]
 
 

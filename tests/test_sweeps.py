@@ -65,6 +65,19 @@ def test_official_start_sweep_swaps_one_part_of_the_official_start_at_a_time():
     assert all(same(entries[n]) == same(recipes[n]) for n in ("scratch", "ligo", "ligo_official"))
 
 
+def test_symmetry_sweep_takes_the_official_start_apart_on_both_pairs():
+    """E3's pairs (width-only BERT, DeiT) carry the same parts as official_start's BERT runs (random rows alone, all
+    but the literal tying), evaluated as densely as the sweep's other starts, so the official start's lead over
+    LiGO splits the same way on every pair that has it."""
+    from bench.sweep_registry import DENSE_EVAL, SWEEPS, official_start_parts
+    entries = SWEEPS["symmetry"].entries("mini")
+    for task in ("deit_s_b", "bert_width_only"):
+        mine = {e.name: e for e in entries if e.task == task}
+        for part in official_start_parts(task, DENSE_EVAL):
+            assert mine[part.name] == part, (task, part.name)
+        assert {"ligo", "ligo-copies", "ligo_official", "net2net", "direct_copy"} <= set(mine)
+
+
 def test_sweep_set_reaches_the_recipe_it_names():
     """--set lr=... is the growth run's recipe, --set small_recipe.lr=... the small model's pretraining, as in
     run.py; a small_recipe key that is no recipe field is refused in one line naming the accepted kinds."""
