@@ -16,7 +16,8 @@
 #    (bench/pipeline.py);
 # 4. LiGO's fit step against a training step at paper size (bench/ligo_fit_cost.py);
 # 5. the mini-scale step (BERT mini, 64 x 64, float32 as the mini runs train), trainer and raw loop: the issue's
-#    <= 5 ms target (bench/throughput.py);
+#    <= 5 ms target (bench/throughput.py); mini-step-compiled: the same with the forward compiled, as run.py trains
+#    on a GPU (the eager step was 10.7 ms on 2026-11-27, launch-bound at this size);
 # 6. cuda-tests: the tests that skip without a GPU (DeiT's recipe completed on the device: tests/test_imagenet_pipeline.py).
 # Each part has its own time limit (the sum stays under the given seconds); a part cut short leaves the others'
 # results. Results go to $OUT/issue42-results.tgz (bench/results/*.json), logs to $OUT/issue42-logs.tgz; unpack with
@@ -25,7 +26,7 @@ set -uo pipefail
 limit=${1:-570}
 shift || true
 parts=("$@")
-known="profile-eager profile-compiled ligo-fit mfu-compiled mfu-eager pipeline pipeline-deit mini-step cuda-tests"
+known="profile-eager profile-compiled ligo-fit mfu-compiled mfu-eager pipeline pipeline-deit mini-step mini-step-compiled cuda-tests"
 [ ${#parts[@]} -gt 0 ] || read -ra parts <<< "$known"
 for p in "${parts[@]}"; do      # refused before anything is installed or written
   case " $known " in *" $p "*) ;; *) echo "error: unknown part '$p' (one of: $known)" >&2; exit 2 ;; esac
@@ -69,6 +70,8 @@ part() { case $1 in
   ligo-fit) run "$1" 60 python3 bench/ligo_fit_cost.py --device "$device" $fit --out "$res/ligo_fit_cost-gpu.json" ;;
   mini-step) run "$1" 90 python3 bench/throughput.py --device "$device" --threads 0 $mini \
                --out "$res/throughput-mini-gpu.json" ;;
+  mini-step-compiled) run "$1" 150 python3 bench/throughput.py --device "$device" --threads 0 $mini --compile \
+                        --out "$res/throughput-mini-gpu-compiled.json" ;;
   # the tests that need a GPU (skipped on the CPU): pytest's wheels are in .whl (pip download pytest pluggy iniconfig
   # pygments); the log is the result
   cuda-tests) run "$1" 90 python3 -m pytest -q -rs -p no:cacheprovider tests/test_imagenet_pipeline.py -k on_a_gpu ;;

@@ -123,6 +123,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=non_negative_int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast in both loops")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the forward in both loops (as run.py "
+                    "does on a GPU; the warm-up run compiles, the timed ones reuse it)")
     ap.add_argument("--log-every", type=positive_int, default=None, help="metrics row (flushed, fsync'ed) every N steps "
                     "(default: the recipe's); also the chunk length")
     ap.add_argument("--out", default=None)
@@ -147,12 +149,12 @@ def main(argv=None):
     data = task.pretrain_data()
     per_step = data.units_per_batch(r.batch_size)
     tokens = (r.steps - 2 * r.log_every) * per_step
-    trainer_run(task, data, device), raw_run(task, data, device)      # warm-up: caches, allocator, tokenizer
+    trainer_run(task, data, device, args.compile), raw_run(task, data, device, args.compile)  # warm-up (and compile)
     marks = {"trainer": [], "raw": []}
     for i in range(args.repeats):
         order = (("trainer", trainer_run), ("raw", raw_run))[:: 1 if i % 2 == 0 else -1]
         for name, fn in order:
-            marks[name].append(fn(task, data, device))
+            marks[name].append(fn(task, data, device, args.compile))
         print(f"repeat {i + 1}/{args.repeats}: " + ", ".join(
             f"{k} {tokens / (m[-1][-1] - m[-1][0]):.0f} tok/s" for k, m in marks.items()), flush=True)
     # whole windows (the measure) and, robust to a neighbour's burst, the fastest log_every-step chunks
@@ -167,6 +169,7 @@ def main(argv=None):
     result = {"task": f"{task.name} ({args.scale})", "model": task.large.short(), "batch": r.batch_size,
               "seq": r.seq_len, "steps_per_run": r.steps, "timed_steps": r.steps - 2 * r.log_every,
               "log_every": r.log_every, "repeats": args.repeats, "device": str(device), "bf16": args.bf16,
+              "compile": args.compile,
               "tokens_per_s": med, "ratio": med["trainer"] / med["raw"],
               "paired_ratio_median": statistics.median(paired), "paired_ratios": paired,
               "fastest_chunk_tokens_per_s": best, "fastest_chunk_ratio": best["trainer"] / best["raw"],

@@ -82,6 +82,32 @@ def test_the_issue42_device_script_hands_every_part_its_arguments(tmp_path):
     lines = calls.read_text().splitlines()
     scripts = [line.split()[0] for line in lines]
     assert scripts == ["bench/step_profile.py", "bench/step_profile.py", "bench/ligo_fit_cost.py", "bench/gpu_mfu.py",
-                       "bench/gpu_mfu.py", "bench/pipeline.py", "bench/pipeline.py", "bench/throughput.py", "-m"]
+                       "bench/gpu_mfu.py", "bench/pipeline.py", "bench/pipeline.py", "bench/throughput.py",
+                       "bench/throughput.py", "-m"]
     assert "--workers 0 4 8 12 15" in lines[5] and "--profile 3" in lines[2] and "--scale mini" in lines[7]
+    assert "--compile" not in lines[7] and "--compile" in lines[8] and "--scale mini" in lines[8]
     assert (tmp_path / "out" / "issue42-results.tgz").exists()
+
+
+def test_throughput_compile_flag_reaches_both_loops_and_the_record(tmp_path, monkeypatch):
+    """`bench/throughput.py --compile` (the device script's mini-step-compiled part) must time compiled loops, both
+    of them, warm-up included, and say so in its result; without the flag both stay eager."""
+    import json
+
+    import bench.throughput as throughput
+    for flag in (False, True):
+        seen = []
+
+        def fake(name):
+            def run(task, data, device, compile=False, at_mark=None):
+                seen.append((name, compile))
+                r = task.recipe
+                return [float(s) for s in range(r.log_every, r.steps - r.log_every + 1, r.log_every)]
+            return run
+        monkeypatch.setattr(throughput, "trainer_run", fake("trainer"))
+        monkeypatch.setattr(throughput, "raw_run", fake("raw"))
+        out = tmp_path / f"t{flag}.json"
+        throughput.main(["--scale", "tiny", "--steps", "30", "--log-every", "10", "--repeats", "1", "--out", str(out)]
+                        + (["--compile"] if flag else []))
+        assert sorted(seen) == [("raw", flag)] * 2 + [("trainer", flag)] * 2
+        assert json.loads(out.read_text())["compile"] is flag
