@@ -346,7 +346,7 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
         written += write_table(df, out, f"savings-{task}-{scale}", caption)
         report += [markdown(df, caption), ""]
         headline.append(headline_line(df, task, scale, checks))
-    report += ["## Why: the grown model's recipe and copy symmetry", ""]
+    report += ["## Why: the grown model's recipe, LiGO's start and copy symmetry", ""]
     for task, scale in groups:
         rows = axes.recipe_rows(seeds, runs, task, scale)
         if axes.has_recipe_axis(rows):
@@ -363,6 +363,14 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
                        "the steps named and at the end; scratch with the task's recipe): the order of the starts when "
                        "a recipe leaves every one short of scratch's final")
             written += write_table(df, out, f"recipe-curves-{task}-{scale}", caption)
+            report += [markdown(df, caption), ""]
+        df = axes.start_parts_table(curves, seeds, task, scale)
+        if not df.empty:
+            caption = (f"{task} [{scale}]: LiGO as its authors started it, taken apart: growbench's LiGO with the "
+                       "official start's parts added one group a row (eval metric, seed mean; FLOPs saved as in the "
+                       "savings table; step from above: the row's saving minus the one above it, in points)"
+                       + regime.caption_warning(checks, task, scale))
+            written += write_table(df, out, f"starts-{task}-{scale}", caption)
             report += [markdown(df, caption), ""]
         points = axes.twin_points(curves, runs, task, scale)
         if not points.empty:

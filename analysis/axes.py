@@ -7,6 +7,9 @@
 - `recipe_curve_table`: where the curves stand under each preset (the eval metric at steps 0, 50, 200 and at the
   end), the comparison that remains when a preset leaves every run short of scratch's final:
   recipe-curves-<task>-<scale>.md/.tex.
+- `start_parts_table`: the official LiGO start taken apart (bench/sweep_registry.py official_start_parts): growbench's
+  LiGO, then the official parts added one group at a time, each row's curve at steps 0, 200, 400, 800 and the end
+  and its saving, with the step each row adds to the one above: starts-<task>-<scale>.md/.tex.
 - `twins_table` / `twins_figure`: per label, the share of added units still twins of another unit (models/twins.py),
   per space, at step 0 and at the last evaluation, and over training (mean over seeds, band min..max). Written where a
   task's records carry the measure (pairs that grow width): twins-<task>-<scale>.md/.tex/.png/.pdf.
@@ -146,6 +149,55 @@ def recipe_figure(rows: pd.DataFrame, task: str, scale: str, out: Path, formats=
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     return save(fig, out / f"recipes-{task}-{scale}", formats)
+
+
+# the official start rebuilt from growbench's LiGO, one group of its parts a row (methods/ligo_official.py says
+# what each is; bench/sweep_registry.py official_start_parts makes the runs between the two ends)
+START_PARTS = (("ligo", "LiGO, growbench's default (Net2Net's copies, pseudo-inverse tying, one-hot depth, its fit)"),
+               ("ligo-random", "+ the official random width rows"),
+               ("ligo_official-pinv", "+ the official depth init, order and fit"),
+               ("ligo_official", "+ the literal tying (the whole official start)"))
+
+
+def start_parts_table(curves: pd.DataFrame, seeds: pd.DataFrame, task: str, scale: str,
+                      steps: tuple[int, ...] = (0, 200, 400, 800)) -> pd.DataFrame:
+    """One row per rung of START_PARTS (empty unless the task has run every rung: a missing one would fold its part
+    into the next row's step, under the wrong name): the eval metric at `steps` and at the end (seed mean), the
+    FLOPs saving with and without the fit (mean ± std over the seeds that reached scratch's final; "(n/m)" where some
+    did not), and the saving's step from the row above (its mean minus the row above's), so that the official
+    start's lead over LiGO reads as the sum of its parts."""
+    cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
+    s = seeds[(seeds["task"] == task) & (seeds["scale"] == scale)] if not seeds.empty else seeds
+    present = [(label, name) for label, name in START_PARTS if (cur["label"] == label).any()]
+    if len(present) < len(START_PARTS):
+        return pd.DataFrame()
+    metric = "eval_acc" if cur["eval_acc"].notna().any() else "eval_loss"
+    shown = (lambda v: f"{100 * v:.2f}%") if metric == "eval_acc" else (lambda v: f"{v:.3f}")
+
+    def saving(got: pd.DataFrame, column: str) -> tuple[str, float]:
+        ok = got.loc[got["reached"].astype(bool), column].dropna() * 100 if len(got) else pd.Series(dtype=float)
+        if ok.empty:
+            return "not reached", math.nan
+        std = f" ± {ok.std(ddof=1):.1f}" if len(ok) > 1 else ""
+        part = f" ({len(ok)}/{len(got)})" if len(ok) < len(got) else ""
+        return f"{ok.mean():.1f}%{std}{part}", ok.mean()
+
+    out, above = [], math.nan
+    for label, name in present:
+        c = cur[cur["label"] == label]
+        cells = {"Start": name}
+        for step in (*steps, None):
+            at = c.sort_values("step").groupby("seed").last() if step is None else c[c["step"] == step]
+            values = at[metric].dropna()
+            cells["end" if step is None else f"step {step}"] = shown(values.mean()) if len(values) else "--"
+        got = s[s["label"] == label] if not s.empty else s
+        cells["FLOPs saved"], mean = saving(got, "saving_flops")
+        cells["excl. fit"], _ = saving(got, "saving_flops_no_fit")
+        cells["step from above"] = "--" if math.isnan(above) or math.isnan(mean) else f"{mean - above:+.1f}"
+        cells["Seeds"] = str(c["seed"].nunique())
+        above = mean
+        out.append(cells)
+    return pd.DataFrame(out)
 
 
 def twin_points(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str) -> pd.DataFrame:

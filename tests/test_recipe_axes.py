@@ -152,3 +152,26 @@ def test_analysis_prints_the_headline_savings(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "  bert_small_base [mini]: LiGO 74.8%\n" in out          # the main comparison; variants in the tables
     assert (tmp_path / "out" / "recipes-bert_small_base-mini.md").exists()
+
+
+def test_the_official_start_taken_apart_steps_add_up_and_need_every_rung(tmp_path):
+    """starts-<task>-<scale>: growbench's LiGO, then the official parts one group a row; each row's step from the
+    one above is the difference of their savings, so the steps add up to the official start's lead over LiGO; with a
+    rung missing the table is not written (its part would be folded into the next row, under the wrong name)."""
+    from analysis.axes import START_PARTS, start_parts_table
+    write_run(tmp_path, "scratch", SCRATCH)
+    # each rung reaches scratch's final (4.0, at 400 FLOPs) sooner: 300, 240, 220, 180 FLOPs
+    reach = {"ligo": 300, "ligo-random": 240, "ligo_official-pinv": 220, "ligo_official": 180}
+    for label, flops in reach.items():
+        write_run(tmp_path, label.split("-")[0], [(0, 0, 6.0), (1, flops // 2, 5.0), (2, flops, 4.0)], label=label)
+    runs, problems = load_runs(tmp_path)
+    assert not problems
+    r, c = runs_frame(runs), curves_frame(runs)
+    table = start_parts_table(c, all_savings(c, r), "bert_small_base", "mini")
+    assert list(table["Start"]) == [name for _, name in START_PARTS]
+    assert list(table["FLOPs saved"]) == ["25.0%", "40.0%", "45.0%", "55.0%"]
+    assert list(table["step from above"]) == ["--", "+15.0", "+5.0", "+10.0"]
+    assert list(table["step 0"]) == ["6.000"] * 4 and list(table["end"]) == ["4.000"] * 4
+    without = [run for run in runs if run.dir.name != "ligo-random-s0"]
+    r, c = runs_frame(without), curves_frame(without)
+    assert start_parts_table(c, all_savings(c, r), "bert_small_base", "mini").empty
