@@ -99,8 +99,9 @@ def symmetry_entries(task: str) -> list[Entry]:
     broken (`ligo-noise0.1`) first (LiGO's default rests on them; one of the two is the default's setting, and the
     sweep records it as that run's twin instead of training it again), then the official start and its parts (its
     random rows alone, all of it but its literal tying: the official start's lead over LiGO split as official_start
-    splits it on BERT; the pinv variant keeps the small model's function with random non-twin rows), then the
-    other starts."""
+    splits it on BERT; with B's pseudo-inverse a linear map reads its input back, but a new unit averaged from old
+    ones is not their average after a nonlinearity, so no random-row start keeps the small model's function), then
+    the other starts."""
     return [Entry(task, m, settings=DENSE_EVAL) for m in ("scratch", "ligo")] + [
         Entry(task, "ligo", "ligo-copies", (("fit_noise", 0.0),) + DENSE_EVAL),
         Entry(task, "ligo", f"ligo-noise{SYMMETRY_BREAK}", (("fit_noise", SYMMETRY_BREAK),) + DENSE_EVAL),
