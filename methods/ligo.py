@@ -37,9 +37,13 @@ means best at step 0, which is what the fit minimises, not what trains fastest. 
 and 1, `python -m bench.sweeps official_start recipes --runs ligo-random ligo_official-pinv ligo_official`) this
 LiGO saves 51.3% ± 0.3 of scratch's FLOPs; with the official random width rows instead of the copies
 (width_init="random", `ligo-random`) 57.7% ± 0.0, though it starts higher (5.253 / 5.306 against 5.236 / 5.278);
-the whole official start (methods/ligo_official.py) 61.3% ± 0.3, first of every method. The copies, parted by
-dropout, stay near-copies where random rows stay apart (twin gap at the end on the width-only pair, seed 0: Net2Net
-0.19-0.26, 0.00 in the FFN; the official start 0.40-0.77). The default stays the copy start all the same:
+the whole official start (methods/ligo_official.py) 61.3% ± 0.3, first of every method. On the width-only pair
+(2L/128 -> 2L/192, seeds 0 and 1, `python -m bench.sweeps symmetry --runs ligo-random`, REPRODUCE.md Figure 6(b))
+the rows matter more: 54.6% ± 0.6 against 45.1% ± 0.1 from the copies (the official start 57.9% ± 0.4); on DeiT,
+where the default already perturbs the copies, nothing (9.6% ± 6.0 against 9.7% ± 5.8). The copies, parted by
+dropout, stay near-copies where random rows stay apart (twin gap at the end on the width-only pair: Net2Net
+0.19-0.25, 0.00 in the FFN; random rows 0.35-0.79), but distance is not all of it: Net2Net's copies perturbed by
+half a weight std end as far apart and gain 1.6 points, not 9.6. The default stays the copy start all the same:
 DESIGN.md §4 makes Proposition 1's start the default (the fit then starts from Net2Net and the reductions to
 stacking and Net2Net are exact), and the random rows are one option away; the official start is in every
 comparison's sweep (`ligo_official`).
