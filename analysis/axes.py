@@ -153,7 +153,7 @@ def recipe_figure(rows: pd.DataFrame, task: str, scale: str, out: Path, formats=
 
 # the official start rebuilt from growbench's LiGO, one group of its parts a row (methods/ligo_official.py says
 # what each is; bench/sweep_registry.py official_start_parts makes the runs between the two ends)
-START_PARTS = (("ligo", "LiGO, growbench's default (Net2Net's copies, pseudo-inverse tying, one-hot depth, its fit)"),
+START_PARTS = (("ligo", "LiGO at growbench's default (copy start, pseudo-inverse tying, one-hot depth, its fit)"),
                ("ligo-random", "+ the official random width rows"),
                ("ligo_official-pinv", "+ the official depth init, order and fit"),
                ("ligo_official", "+ the literal tying (the whole official start)"))

@@ -25,7 +25,8 @@ default, tasks/registry.py FAMILY_METHOD_DEFAULTS; elsewhere 0, the exact Net2Ne
 Net2Net start LiGO's twin fraction is 1.00 in every space at step 0 and at step 1,600, and LiGO never reaches
 scratch's accuracy (final 84.5% / 83.9% against 85.1% / 84.6%; with no warm-up on one seed of two, with a tenth
 of the lr on neither); with fit_noise 0.1 it starts as well (83.7% / 82.7% against 83.6% / 82.8%: the noise costs
-no inherited accuracy), has no twins from step 0, ends at 86.0% / 84.9% and saves 9.7% ± 5.8 of scratch's FLOPs.
+no inherited accuracy), has no twins from step 0, ends at 86.0% / 84.9% and saves 9.7% ± 5.8 of scratch's FLOPs
+(seed 1 re-run with its own operator seed on 2026-11-27: 86.0% / 84.4% against the copies' 84.5% / 84.1%, 9.2% ± 6.4).
 With dropout the default stays 0: on the BERT width-only pair (2L/128 -> 2L/192, seeds 0 and 1) dropout parts the
 copies of the residual stream and of the attention heads within 50 steps, though not of the FFN, where no dropout
 acts between fc1 and fc2 (its twin fraction stays 1.00 to step 1,600, gap 4e-4); breaking those too (fit_noise
@@ -40,7 +41,7 @@ LiGO saves 51.3% ± 0.3 of scratch's FLOPs; with the official random width rows 
 the whole official start (methods/ligo_official.py) 61.3% ± 0.3, first of every method. On the width-only pair
 (2L/128 -> 2L/192, seeds 0 and 1, `python -m bench.sweeps symmetry --runs ligo-random`, REPRODUCE.md Figure 6(b))
 the rows matter more: 54.6% ± 0.6 against 45.1% ± 0.1 from the copies (the official start 57.9% ± 0.4); on DeiT,
-where the default already perturbs the copies, nothing (9.6% ± 6.0 against 9.7% ± 5.8). The copies, parted by
+where the default already perturbs the copies, nothing (9.6% ± 6.0 against 9.2% ± 6.4). The copies, parted by
 dropout, stay near-copies where random rows stay apart (twin gap at the end on the width-only pair: Net2Net
 0.19-0.25, 0.00 in the FFN; random rows 0.35-0.79), but distance is not all of it: Net2Net's copies perturbed by
 half a weight std end as far apart and gain 1.6 points, not 9.6. The default stays the copy start all the same:
