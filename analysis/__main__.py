@@ -364,7 +364,7 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
                        "a recipe leaves every one short of scratch's final")
             written += write_table(df, out, f"recipe-curves-{task}-{scale}", caption)
             report += [markdown(df, caption), ""]
-        df = axes.start_parts_table(curves, seeds, task, scale)
+        df = axes.start_parts_table(curves, summary, task, scale)
         if not df.empty:
             caption = (f"{task} [{scale}]: LiGO as its authors started it, taken apart: growbench's LiGO with the "
                        "official start's parts added one group a row (eval metric, seed mean; FLOPs saved as in the "

@@ -23,7 +23,7 @@ import pandas as pd
 
 from analysis.figures import color, line_styles, plt, save
 from analysis.identical import merge
-from analysis.tables import display, label_key
+from analysis.tables import display, label_key, saving_cell
 
 PRESET_ORDER = ("same", "warmup0", "paper_lr", "warmup0_paper_lr", "lr_tenth", "official")
 SPACES = ("D", "Q", "K", "V", "F", "H")
@@ -83,6 +83,21 @@ def recipe_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def curve_cells(runs: pd.DataFrame, task_curves: pd.DataFrame, steps: tuple[int, ...]) -> dict[str, str]:
+    """'step N' and 'end' cells of one label's curves (`runs`, every seed): the metric savings are read on
+    (accuracy where the task logs it, as vision runs do beside a loss; else the loss), mean over the seeds that
+    logged that step ("--" where none did: runs evaluated every 200 steps have no step 50). `task_curves` (every
+    label of the task) decides the metric, so every row of a table shows the same one."""
+    acc = task_curves["eval_acc"].notna().any()
+    metric, shown = ("eval_acc", lambda v: f"{100 * v:.2f}%") if acc else ("eval_loss", lambda v: f"{v:.3f}")
+    cells = {}
+    for step in (*steps, None):
+        at = runs.sort_values("step").groupby("seed").last() if step is None else runs[runs["step"] == step]
+        values = at[metric].dropna()
+        cells["end" if step is None else f"step {step}"] = shown(values.mean()) if len(values) else "--"
+    return cells
+
+
 def recipe_curve_table(curves: pd.DataFrame, rows: pd.DataFrame, task: str, scale: str,
                        steps: tuple[int, ...] = (0, 50, 200)) -> pd.DataFrame:
     """Where each method's curve stands under each preset, which a saving cannot say when no run reaches scratch's
@@ -90,9 +105,6 @@ def recipe_curve_table(curves: pd.DataFrame, rows: pd.DataFrame, task: str, scal
     the eval metric (loss for text, accuracy for images: what savings are read on) at `steps` and at the end, mean
     over the seeds that logged that step ("--" where none did: runs evaluated every 200 steps have no step 50)."""
     cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
-    # the metric savings are read on: accuracy where the task logs it (vision runs log a loss too), else the loss
-    metric = "eval_acc" if cur["eval_acc"].notna().any() else "eval_loss"
-    shown = (lambda v: f"{100 * v:.2f}%") if metric == "eval_acc" else (lambda v: f"{v:.3f}")
     rows = on_the_axis(rows)
     label_of = dict(zip(zip(rows["method"], rows["preset"]), rows["label"]))      # the run label of each point
     order = [("scratch", "task's")] + sorted(label_of, key=lambda mp: (_preset_key(mp[1]), label_key(mp[0])))
@@ -102,12 +114,8 @@ def recipe_curve_table(curves: pd.DataFrame, rows: pd.DataFrame, task: str, scal
         c = cur[cur["label"] == label]
         if c.empty:
             continue
-        cells = {"Recipe": preset, "Method": display(method)}
-        for step in (*steps, None):
-            at = c.sort_values("step").groupby("seed").last() if step is None else c[c["step"] == step]
-            values = at[metric].dropna()
-            cells["end" if step is None else f"step {step}"] = shown(values.mean()) if len(values) else "--"
-        cells["Seeds"] = str(c["seed"].nunique())
+        cells = {"Recipe": preset, "Method": display(method), **curve_cells(c, cur, steps),
+                 "Seeds": str(c["seed"].nunique())}
         out.append(cells)
     return pd.DataFrame(out)
 
@@ -159,44 +167,29 @@ START_PARTS = (("ligo", "LiGO at growbench's default (copy start, pseudo-inverse
                ("ligo_official", "+ the literal tying (the whole official start)"))
 
 
-def start_parts_table(curves: pd.DataFrame, seeds: pd.DataFrame, task: str, scale: str,
+def start_parts_table(curves: pd.DataFrame, summary: pd.DataFrame, task: str, scale: str,
                       steps: tuple[int, ...] = (0, 200, 400, 800)) -> pd.DataFrame:
     """One row per rung of START_PARTS (empty unless the task has run every rung: a missing one would fold its part
     into the next row's step, under the wrong name): the eval metric at `steps` and at the end (seed mean), the
-    FLOPs saving with and without the fit (mean ± std over the seeds that reached scratch's final; "(n/m)" where some
-    did not), and the saving's step from the row above (its mean minus the row above's), so that the official
-    start's lead over LiGO reads as the sum of its parts."""
+    FLOPs saving with and without the fit as the savings table gives it (`summary`: analysis/savings.summarize),
+    and the saving's step from the row above (its mean minus the row above's), so that the official start's lead
+    over LiGO reads as the sum of its parts."""
     cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
-    s = seeds[(seeds["task"] == task) & (seeds["scale"] == scale)] if not seeds.empty else seeds
-    present = [(label, name) for label, name in START_PARTS if (cur["label"] == label).any()]
-    if len(present) < len(START_PARTS):
+    s = summary[(summary["task"] == task) & (summary["scale"] == scale)] if not summary.empty else summary
+    if not all((cur["label"] == label).any() for label, _ in START_PARTS):
         return pd.DataFrame()
-    metric = "eval_acc" if cur["eval_acc"].notna().any() else "eval_loss"
-    shown = (lambda v: f"{100 * v:.2f}%") if metric == "eval_acc" else (lambda v: f"{v:.3f}")
-
-    def saving(got: pd.DataFrame, column: str) -> tuple[str, float]:
-        ok = got.loc[got["reached"].astype(bool), column].dropna() * 100 if len(got) else pd.Series(dtype=float)
-        if ok.empty:
-            return "not reached", math.nan
-        std = f" ± {ok.std(ddof=1):.1f}" if len(ok) > 1 else ""
-        part = f" ({len(ok)}/{len(got)})" if len(ok) < len(got) else ""
-        return f"{ok.mean():.1f}%{std}{part}", ok.mean()
-
     out, above = [], math.nan
-    for label, name in present:
+    for label, name in START_PARTS:
         c = cur[cur["label"] == label]
-        cells = {"Start": name}
-        for step in (*steps, None):
-            at = c.sort_values("step").groupby("seed").last() if step is None else c[c["step"] == step]
-            values = at[metric].dropna()
-            cells["end" if step is None else f"step {step}"] = shown(values.mean()) if len(values) else "--"
         got = s[s["label"] == label] if not s.empty else s
-        cells["FLOPs saved"], mean = saving(got, "saving_flops")
-        cells["excl. fit"], _ = saving(got, "saving_flops_no_fit")
-        cells["step from above"] = "--" if math.isnan(above) or math.isnan(mean) else f"{mean - above:+.1f}"
-        cells["Seeds"] = str(c["seed"].nunique())
+        row = got.iloc[0] if len(got) else None
+        mean = row["saving_flops_mean"] if row is not None else math.nan
+        step = "--" if math.isnan(above) or math.isnan(mean) else f"{100 * (mean - above):+.1f}"
+        out.append({"Start": name, **curve_cells(c, cur, steps),
+                    "FLOPs saved": saving_cell(row, "saving_flops") if row is not None else "--",
+                    "excl. fit": saving_cell(row, "saving_flops_no_fit") if row is not None else "--",
+                    "step from above": step, "Seeds": str(c["seed"].nunique())})
         above = mean
-        out.append(cells)
     return pd.DataFrame(out)
 
 

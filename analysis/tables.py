@@ -78,7 +78,7 @@ def num(mean: float, std: float = math.nan, digits: int = 3) -> str:
     return f"{mean:.{digits}f}" + ("" if pd.isna(std) else f" ± {std:.{digits}f}")
 
 
-def _saving_cell(row: pd.Series, col: str) -> str:
+def saving_cell(row: pd.Series, col: str) -> str:
     """Mean ± std over the seeds that reached, then which seeds have no number and why."""
     missing = row.get("missing") or ""
     if row["n_reached"] == 0:
@@ -168,7 +168,7 @@ def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: s
         is_scratch = row["method"] == "scratch" and row["label"] == "scratch"
         cells = {"Method": " = ".join(display(lab) for lab in group) + _partial(merged, row["label"])}
         for col, name in SAVING_COLUMNS:
-            cells[name] = "--" if is_scratch else _saving_cell(row, col)
+            cells[name] = "--" if is_scratch else saving_cell(row, col)
             if "wall" in col and row["fit_wall_missing"] and not pd.isna(row[f"{col}_mean"]):
                 cells[name] += " †"   # see WALL_NOTE: the operator fit's wall time is not in the record
             if "wall" in col and row.get("machine_differs") and not pd.isna(row[f"{col}_mean"]):
@@ -194,7 +194,7 @@ def fit_steps_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale:
     for _, row in s.iterrows():
         cfg = r[r["label"] == row["label"]]["method_config"].iloc[0]
         rows.append({"steps": cfg.get("fit_steps"), "# of Steps": str(cfg.get("fit_steps", "?")),
-                     "+FLOPs": f"{row['fit_flops']:.3g}", "Savings": _saving_cell(row, "saving_flops")})
+                     "+FLOPs": f"{row['fit_flops']:.3g}", "Savings": saving_cell(row, "saving_flops")})
     if not rows:
         return pd.DataFrame()
     df = pd.DataFrame(rows).drop_duplicates("steps")

@@ -167,11 +167,11 @@ def test_the_official_start_taken_apart_steps_add_up_and_need_every_rung(tmp_pat
     runs, problems = load_runs(tmp_path)
     assert not problems
     r, c = runs_frame(runs), curves_frame(runs)
-    table = start_parts_table(c, all_savings(c, r), "bert_small_base", "mini")
+    table = start_parts_table(c, summarize(all_savings(c, r)), "bert_small_base", "mini")
     assert list(table["Start"]) == [name for _, name in START_PARTS]
     assert list(table["FLOPs saved"]) == ["25.0%", "40.0%", "45.0%", "55.0%"]
     assert list(table["step from above"]) == ["--", "+15.0", "+5.0", "+10.0"]
     assert list(table["step 0"]) == ["6.000"] * 4 and list(table["end"]) == ["4.000"] * 4
     without = [run for run in runs if run.dir.name != "ligo-random-s0"]
     r, c = runs_frame(without), curves_frame(without)
-    assert start_parts_table(c, all_savings(c, r), "bert_small_base", "mini").empty
+    assert start_parts_table(c, summarize(all_savings(c, r)), "bert_small_base", "mini").empty
