@@ -214,9 +214,10 @@ SWEEPS["all"] = Sweep("all", "every table and figure",
 
 
 def plan(names: list[str], scale: str, seeds: list[int], only: list[str] | None = None,
-         labels: list[str] | None = None) -> list[tuple[Entry, int]]:
+         labels: list[str] | None = None, tasks: list[str] | None = None) -> list[tuple[Entry, int]]:
     """(entry, seed) pairs of the named sweeps, without repeats (sweeps share runs, e.g. scratch); `only`: these
-    methods, `labels`: these runs (their directory labels, e.g. ligo-warmup0), in the sweeps' order."""
+    methods, `labels`: these runs (their directory labels, e.g. ligo-warmup0), `tasks`: these pairs (a sweep over
+    two, e.g. symmetry's DeiT and width-only BERT), in the sweeps' order."""
     seen, out = set(), []
     for name in names:
         if name not in SWEEPS:
@@ -224,7 +225,8 @@ def plan(names: list[str], scale: str, seeds: list[int], only: list[str] | None 
             raise KeyError(unknown("sweep", name, SWEEPS))
     entries = [e for name in names for e in SWEEPS[name].entries(scale)]
     for what, given, used in (("method", only, {e.method for e in entries}),
-                              ("run label", labels, {e.name for e in entries})):
+                              ("run label", labels, {e.name for e in entries}),
+                              ("task", tasks, {e.task for e in entries})):
         for item in given or []:      # a typo must not silently select nothing
             if item not in used:
                 from models.family import unknown
@@ -233,7 +235,8 @@ def plan(names: list[str], scale: str, seeds: list[int], only: list[str] | None 
         for e in SWEEPS[name].entries(scale):
             for seed in seeds:
                 key = (e.task, e.name, seed)
-                if key not in seen and (not only or e.method in only) and (not labels or e.name in labels):
+                if key not in seen and (not only or e.method in only) and (not labels or e.name in labels) \
+                        and (not tasks or e.task in tasks):
                     seen.add(key)
                     out.append((e, seed))
     return out

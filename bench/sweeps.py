@@ -139,8 +139,8 @@ def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tup
 def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = None, out: Path | None = None,
               only: list[str] | None = None, dry_run: bool = False, prune_done: bool = False,
               device: str = "cpu", common: tuple = (), eval_suites: list[str] | None = None,
-              eval_settings: tuple[str, ...] = (), log=print, labels: list[str] | None = None
-              ) -> dict[str, list[str]]:
+              eval_settings: tuple[str, ...] = (), log=print, labels: list[str] | None = None,
+              tasks: list[str] | None = None) -> dict[str, list[str]]:
     """Run (or with dry_run, list) every (entry, seed) of the named sweeps, evaluate them downstream on
     `eval_suites` (and the small models they grew from) with `eval_settings` ("KEY=VALUE" of
     tasks.evals.EvalOptions, run.py's --set eval.KEY=VALUE), prune; returns runs by outcome."""
@@ -158,7 +158,7 @@ def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = N
     if eval_suites:
         from tasks.evals import EvalOptions
         eval_options = EvalOptions.parse(list(eval_settings), device=device)
-    todo = plan(names, scale, seeds, only, labels)
+    todo = plan(names, scale, seeds, only, labels, tasks)
     check_plan(todo, Path(out), scale, common, eval_suites, eval_options)
     at: list = []
     if dry_run:
@@ -250,6 +250,8 @@ def main(argv=None) -> int:
     p.add_argument("--methods", nargs="+", help="only these methods")
     p.add_argument("--runs", nargs="+", metavar="LABEL", help="only these runs, by the label their directories "
                    "carry before -s<seed> (e.g. ligo-warmup0 stackbert-warmup0; --list shows them)")
+    p.add_argument("--tasks", nargs="+", metavar="TASK", help="only these pairs of sweeps that cover several (e.g. "
+                   "symmetry --tasks deit_s_b)")
     p.add_argument("--device", default="auto", help="auto (cuda when available) | cpu | cuda")
     p.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     p.add_argument("--prune", action="store_true", help="delete checkpoints and weights of complete runs "
@@ -305,7 +307,7 @@ def sweep_main(args) -> int:
     common = tuple(split_item(item) for item in train_settings)
     check_repeated(common)
     result = run_sweep(args.names, args.scale, args.seeds, args.out, args.methods, args.dry_run, args.prune,
-                       args.device, common, args.eval, tuple(eval_settings), labels=args.runs)
+                       args.device, common, args.eval, tuple(eval_settings), labels=args.runs, tasks=args.tasks)
     print("; ".join(f"{k}: {len(v)}" for k, v in result.items() if v))
     for line in result["stale"] + result["unavailable"] + result["failed"]:
         print(f"  {line}")

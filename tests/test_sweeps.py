@@ -20,6 +20,10 @@ def test_sweep_labels_match_figures_and_resume_status(tmp_path):
     assert [(e.name, s) for e, s in chosen] == [("ligo-warmup0", 0), ("ligo-warmup0", 1), ("stackbert-warmup0", 0),
                                                 ("stackbert-warmup0", 1)]
     assert dict(chosen[0][0].settings)["grown_recipe"] == "warmup0"
+    deit = plan(["symmetry"], "mini", [2], labels=["ligo-copies"], tasks=["deit_s_b"])    # --tasks
+    assert [(e.task, e.name, s) for e, s in deit] == [("deit_s_b", "ligo-copies", 2)]
+    with pytest.raises(KeyError, match="gpt2_base_medium"):      # a pair the sweep does not cover selects nothing
+        plan(["symmetry"], "mini", [0], tasks=["gpt2_base_medium"])
     d = run_dir(tmp_path, todo[0][0], "mini", 0)
     assert status(d) == "new"
     write_run(tmp_path, "scratch", SCRATCH[:2], complete=False)
