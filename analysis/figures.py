@@ -19,6 +19,7 @@ task at any scale, so runs nobody planned for are still plotted. Matplotlib runs
 from __future__ import annotations
 
 import textwrap
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,17 +100,25 @@ def color(label: str):
 
 
 def line_styles(labels) -> dict[str, tuple]:
-    """label -> (line style, marker): a method solid with dots; its variants, in the paper's order, dashed, dotted...
-    each with its own marker (4 styles x 7 markers: distinct up to 28 variants of one method). Given every label of
-    an analysis, a variant keeps its style on every figure of it."""
-    styles = {}
+    """label -> (line style, marker): a method solid with dots; a variant one of 4 styles x 7 markers (28 looks),
+    picked by the variant's own name (`-warmup0`, a hash), so that it looks the same on every figure, on every
+    method (StackBERT and LiGO under warm-up 0 alike) and in every analysis, whatever other runs it holds (numbered
+    over the labels present, every variant's look shifted when one run was added). Two variants of one method whose
+    names pick the same look: the later in the paper's order takes the next free one (distinct up to 28), the one
+    case where another run moves a look (LiGO's 17 variants of the committed records: two such pairs)."""
+    styles, taken = {}, {}
+    looks = len(VARIANT_STYLES) * len(VARIANT_MARKERS)    # 4 and 7 coprime: look i is (style i % 4, marker i % 7)
     for label in sorted(set(labels), key=label_key):
         head = method_of(label)
         if label == head:
             styles[label] = METHOD_STYLE
-        else:
-            i = sum(method_of(lab) == head and lab != head for lab in styles)
-            styles[label] = (VARIANT_STYLES[i % len(VARIANT_STYLES)], VARIANT_MARKERS[i % len(VARIANT_MARKERS)])
+            continue
+        used = taken.setdefault(head, set())
+        i = zlib.crc32(label[len(head):].encode()) % looks      # crc32: the same on every run (hash() is salted)
+        while i in used and len(used) < looks:
+            i = (i + 1) % looks
+        used.add(i)
+        styles[label] = (VARIANT_STYLES[i % len(VARIANT_STYLES)], VARIANT_MARKERS[i % len(VARIANT_MARKERS)])
     return styles
 
 

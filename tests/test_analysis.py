@@ -683,6 +683,21 @@ def test_a_method_keeps_its_colour_on_every_figure_and_a_variant_differs_in_styl
     assert variant.get_linestyle() != method.get_linestyle() and variant.get_marker() != method.get_marker()
 
 
+def test_a_variant_keeps_its_look_whatever_other_runs_an_analysis_holds():
+    """A variant's line style and marker come from its own name: adding a run (another variant, another method)
+    must not restyle the others (they were numbered over the labels present), the same variant of two methods
+    looks alike, and one method's variants stay distinct up to the 28 looks there are."""
+    from analysis.figures import METHOD_STYLE, line_styles
+    few = line_styles(["ligo", "ligo-warmup0", "stackbert-paper_lr"])
+    more = line_styles(["ligo", "ligo-warmup0", "stackbert-paper_lr", "ligo-fit10", "ligo-copies", "bert2bert-staged",
+                        "ki"])
+    assert all(more[label] == look for label, look in few.items())
+    assert more["ligo"] == METHOD_STYLE != more["ligo-warmup0"]
+    assert line_styles(["stackbert-warmup0"])["stackbert-warmup0"] == few["ligo-warmup0"]
+    many = line_styles([f"ligo-v{i}" for i in range(28)])
+    assert len(set(many.values())) == 28 and METHOD_STYLE not in many.values()
+
+
 def test_panel_titles_carry_the_recorded_shapes_and_the_legend_lies_outside_the_axes(tmp_path):
     from matplotlib.transforms import Bbox
     from analysis.figures import Panel, panels_figure
