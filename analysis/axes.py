@@ -23,6 +23,7 @@ import pandas as pd
 
 from analysis.figures import color, line_styles, plt, save
 from analysis.identical import merge
+from analysis.savings import target_metric
 from analysis.tables import display, label_key, saving_cell
 
 PRESET_ORDER = ("same", "warmup0", "paper_lr", "warmup0_paper_lr", "lr_tenth", "official")
@@ -88,8 +89,8 @@ def curve_cells(runs: pd.DataFrame, task_curves: pd.DataFrame, steps: tuple[int,
     (accuracy where the task logs it, as vision runs do beside a loss; else the loss), mean over the seeds that
     logged that step ("--" where none did: runs evaluated every 200 steps have no step 50). `task_curves` (every
     label of the task) decides the metric, so every row of a table shows the same one."""
-    acc = task_curves["eval_acc"].notna().any()
-    metric, shown = ("eval_acc", lambda v: f"{100 * v:.2f}%") if acc else ("eval_loss", lambda v: f"{v:.3f}")
+    metric = target_metric(task_curves)
+    shown = (lambda v: f"{100 * v:.2f}%") if metric == "eval_acc" else (lambda v: f"{v:.3f}")
     cells = {}
     for step in (*steps, None):
         at = runs.sort_values("step").groupby("seed").last() if step is None else runs[runs["step"] == step]
