@@ -7,7 +7,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench.depth_probe import depth_task, main  # noqa: E402
+from bench.depth_probe import WIDTH_FIELDS, default_out, depth_task, main  # noqa: E402
 from tasks import get_task  # noqa: E402
 
 
@@ -18,6 +18,26 @@ def test_depth_task_changes_only_the_depth():
     assert {k: v for k, v in vars(probe.large).items() if k != "layers"} == \
            {k: v for k, v in vars(task.large).items() if k != "layers"}
     assert probe.recipe == probe.small_recipe == task.recipe and probe.data == task.data
+
+
+def test_small_width_takes_every_width_field_of_the_small_model_and_keeps_the_depth_asked():
+    task = get_task("llama_small_base", "mini")      # grows width x1.33 with key/value groups, and depth x2
+    probe = depth_task(task, task.large.layers, "small")
+    assert probe.large == probe.small and probe.large.layers == task.large.layers
+    assert {f: getattr(probe.large, f) for f in WIDTH_FIELDS} == {f: getattr(task.small, f) for f in WIDTH_FIELDS}
+    assert probe.large.hidden < task.large.hidden and probe.large.kv_heads < task.large.kv_heads
+    rest = lambda spec: {k: v for k, v in vars(spec).items() if k not in WIDTH_FIELDS + ("layers",)}  # noqa: E731
+    assert rest(probe.large) == rest(task.large)
+    assert probe.name != depth_task(task, task.large.layers).name     # its own record directory
+
+
+def test_result_files_of_other_tasks_widths_and_seeds_do_not_overwrite_the_committed_one():
+    names = {default_out(t, w, s) for t in ("bert_depth_only", "llama_small_base") for w in ("large", "small")
+             for s in (0, 1)}
+    assert len(names) == 8
+    assert default_out("bert_depth_only", "large", 0).endswith("/depth_probe.json")
+    assert default_out("bert_depth_only", "large", 1).endswith("/depth_probe-s1.json")
+    assert default_out("llama_small_base", "small", 1).endswith("/depth_probe-llama_small_base-small_width-s1.json")
 
 
 def test_probe_records_each_depth_and_reuses_complete_runs(tmp_path, capsys):
