@@ -7,8 +7,9 @@ many tokens; at mini, with 100 warm-up steps, the BERT depth-only pair's small m
 4-layer scratch model, and this probe asked whether any depth at that width would pass (none did; the pair has
 trained with 400 warm-up steps since, where it passes: bench/README.md section 7). Where a pair grows width and a
 start's added units stay exact twins for the whole run (Net2Net's on the dropout-free families), the grown model
-computes as one of the small model's width; the large model's depth at the small width, trained from scratch, says
-whether that costs the pair anything at this budget (bench/README.md section 7).
+has only the small width's degrees of freedom (its norms still average over the copies); the large model's depth at
+the small width, trained from scratch, says what the added width is worth to the pair at this budget (bench/README.md
+section 7).
 
     HF_HUB_OFFLINE=1 python bench/depth_probe.py [--task bert_depth_only] [--layers 1 2 4] [--width large|small]
         [--scale mini] [--seed 0] [--device cpu]
@@ -131,6 +132,9 @@ def main(argv=None) -> int:
         if task.objective == "image":
             raise ValueError(f"{args.task} is a vision task; the probe compares eval loss with unigram "
                              "cross-entropy: give a text task")
+        if args.width == "small" and all(getattr(task.small, f) == getattr(task.large, f) for f in WIDTH_FIELDS):
+            raise ValueError(f"--width small: {args.task} does not grow width (its small and large models are both "
+                             f"{task.large.hidden} wide); leave --width out")
         for n in set(args.layers):
             check_reusable(task, n, args.seed, args.runs, args.width)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731

@@ -459,6 +459,8 @@ BENCH_CLIS = [  # (benchmark module, arguments, what its error must say): refuse
     ("depth_probe", ["--task", "bert_depth_onl"], "did you mean 'bert_depth_only'"),
     ("depth_probe", ["--task", "deit_s_b"], "deit_s_b is a vision task"),
     ("depth_probe", ["--layers", "2", "0"], "--layers: must be an integer >= 1, got 0"),
+    ("depth_probe", ["--width", "small"], "bert_depth_only does not grow width"),
+    ("depth_probe", ["--width", "half"], "invalid choice: 'half'"),
     # threads, devices, seeds and peaks: each failed inside the measurement (or every grow_cost child) before
     ("grow_cost", ["--threads", "-1"], "--threads: must be an integer >= 0, got -1"),
     ("throughput", ["--threads", "-1"], "--threads: must be an integer >= 0, got -1"),
