@@ -140,12 +140,19 @@ def test_run_py_stops_on_a_signal_in_one_line_with_128_plus_its_number(signum, m
             time.sleep(5)
         except KeyboardInterrupt:       # what run_experiment does with it
             raise RunInterrupted("interrupted at step 3; continue with --resume") from None
-    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     monkeypatch.setattr(run, "train_main", train_main)
-    assert run.main(["--method", "scratch", *TINY]) == 128 + signum
+    # the disposition a run started from a terminal inherits: pytest itself may run under nohup, whose ignored
+    # SIGHUP a run keeps ignoring (the next test), and then this signal would never stop it
+    terminal_default = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+    inherited = signal.signal(signum, terminal_default)
+    try:
+        before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+        assert run.main(["--method", "scratch", *TINY]) == 128 + signum
+        assert {s: signal.getsignal(s) for s in STOP_SIGNALS} == before      # handlers given back
+    finally:
+        signal.signal(signum, inherited)
     name = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
     assert capsys.readouterr().err == f"error: interrupted{name} at step 3; continue with --resume\n"
-    assert {s: signal.getsignal(s) for s in STOP_SIGNALS} == before      # handlers given back
 
 
 def test_an_ignored_hangup_stays_ignored(monkeypatch):
