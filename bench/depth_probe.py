@@ -132,7 +132,8 @@ def main(argv=None) -> int:
         if task.objective == "image":
             raise ValueError(f"{args.task} is a vision task; the probe compares eval loss with unigram "
                              "cross-entropy: give a text task")
-        if args.width == "small" and all(getattr(task.small, f) == getattr(task.large, f) for f in WIDTH_FIELDS):
+        from models.canonical import grows_width
+        if args.width == "small" and not grows_width(task.small, task.large):
             raise ValueError(f"--width small: {args.task} does not grow width (its small and large models are both "
                              f"{task.large.hidden} wide); leave --width out")
         for n in set(args.layers):
