@@ -156,7 +156,6 @@ def train_main(args) -> int:
         if args.out is not None and not args.out.strip():
             raise ValueError("--out is empty; give a run directory")
         check_paths(args)
-        import torch
         import transformers
         transformers.utils.logging.disable_progress_bar()   # weight loading/saving bars would drown the run's own
         from methods import METHODS, get_method
