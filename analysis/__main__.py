@@ -6,7 +6,10 @@ Writes to --out: report.md (what was read, what was skipped and why, every table
 (table1/2/3/5-<scale>.md/.tex), the paper's figures (figure2..8-<scale>.png/.pdf), for every task found a
 savings table (savings-<task>-<scale>.md/.tex) and a curve figure (curves-<task>-<scale>.png/.pdf), and the
 numbers behind them (savings_seeds.csv: per run; savings_summary.csv: per method, mean and std over seeds),
-and regime.md (analysis/regime.py: is each task in a regime where savings mean something; also on stdout).
+and regime.md (analysis/regime.py: is each task in a regime where savings mean something; also on stdout). Beside
+them, what says why: recipes-/recipe-curves- (the grown model's recipe), starts- (LiGO's start taken apart),
+twins- (copy symmetry; analysis/axes.py) and generalisation-<task>-<scale>.md (each method's closing training loss
+beside its final eval loss: where its fit went; analysis/tables.py).
 A figure or table whose runs are absent is listed as such, not drawn empty.
 """
 from __future__ import annotations
@@ -72,10 +75,10 @@ def markdown(df, caption: str) -> str:
 
 def notes(df) -> list[str]:
     """The footnotes a table's cells call for (†: no fit wall time; ‡: machine speed differs; §: operator draws
-    fixed at seed 0)."""
+    fixed at seed 0; *: a teacher ran in the interval a training loss was read over)."""
     cells = df.astype(str)
-    return [note for mark, note in (("†", tables.WALL_NOTE), ("‡", tables.SPEED_NOTE), ("§", tables.DRAWS_NOTE))
-            if cells.apply(lambda c: c.str.contains(mark)).any().any()]
+    marks = (("†", tables.WALL_NOTE), ("‡", tables.SPEED_NOTE), ("§", tables.DRAWS_NOTE), ("*", tables.DISTILLED_NOTE))
+    return [note for mark, note in marks if cells.apply(lambda c: c.str.contains(mark, regex=False)).any().any()]
 
 
 def write_table(df, out: Path, stem: str, caption: str) -> list[Path]:
@@ -371,6 +374,14 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
                        "savings table; step from above: the row's saving minus the one above it, in points)"
                        + regime.caption_warning(checks, task, scale))
             written += write_table(df, out, f"starts-{task}-{scale}", caption)
+            report += [markdown(df, caption), ""]
+        df = tables.generalisation_table(runs, task, scale)
+        if not df.empty:
+            caption = (f"{task} [{scale}]: where the fit went: the training loss of the last evaluation interval (the "
+                       "loss minimised, under the recipe's dropout and augmentation) against the final eval loss, seed "
+                       "mean ± std; a start whose training loss ends lower at the same eval loss fit the training "
+                       "tokens in a way held-out ones do not share")
+            written += write_table(df, out, f"generalisation-{task}-{scale}", caption)
             report += [markdown(df, caption), ""]
         points = axes.twin_points(curves, runs, task, scale)
         if not points.empty:

@@ -120,6 +120,7 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
     rows, scratch = [], scratch_recipes(runs)
     for r in runs:
         task, scale, role, label, seed = identity(r)
+        closing_train, distilled = r.closing_training_loss()
         first = min(r.metrics, key=lambda m: m["step"])
         small = r.config.get("small") or {}
         ref = r.config.get("reference") or {}
@@ -152,12 +153,15 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "world_size": (r.config.get("distributed") or {}).get("world_size") or 1,
             "seconds_per_flop": seconds_per_flop(r.metrics),
             "grown_recipe": recipe_preset(r, scratch.get((task, scale))),
+            # where the fit went: the training loss of the last evaluation interval, beside final_loss
+            "closing_train_loss": closing_train, "closing_distilled": distilled,
         })
     cols = ["task", "scale", "role", "label", "method", "seed", "dir", "final_loss", "final_acc", "best_loss",
             "best_acc", "flops",
             "wall", "steps", "trained", "fit_flops", "fit_wall_missing", "init_loss", "init_acc", "has_small", "pretrain_flops",
             "pretrain_wall", "method_config", "downstream", "computation", "twin_of", "curve", "unigram_ce",
-            "eval_items", "units", "recipe", "small_recipe", "world_size", "seconds_per_flop", "grown_recipe"]
+            "eval_items", "units", "recipe", "small_recipe", "world_size", "seconds_per_flop", "grown_recipe",
+            "closing_train_loss", "closing_distilled"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -9,6 +9,8 @@
 - `init_table`: Table 5 — the small model, the LiGO-grown model before any further pretraining, after it,
   and the large model from scratch, by pretraining eval loss (what every record holds) and by downstream
   scores where runs were evaluated (tasks/evals writes eval.json into the run directory).
+- `generalisation_table`: each method's training loss over its last evaluation interval beside its final eval
+  loss (where the fit went), one row per computation.
 A saving that was never reached is written "not reached", never as a number; a seed without a scratch run of
 the same seed has none either ("no scratch s1").
 """
@@ -40,6 +42,8 @@ SPEED_NOTE = (f"‡ the machine ran this method's training (a seed of it) more t
 DRAWS_NOTE = ("§ the growth operator's random draws (its seed) were seed 0's in the seeds named: records made "
               "before a run's --seed reached its method (config.json method.config.seed); the spread over seeds then "
               "leaves out the operator's; `python -m bench.sweeps` reports them stale and re-runs them once moved away")
+DISTILLED_NOTE = ("* a teacher ran in this interval (KI before its distillation weight reaches 0): the training loss "
+                  "mixes in the distillation term")
 FIT_STEPS_LABEL = re.compile(r"^ligo(-fit\d+)?$")   # bench/sweep_registry.py names Table 3's runs ligo-fit<N>
 
 
@@ -182,6 +186,39 @@ def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: s
                 cells[c] = "--" if pd.isna(v) else v
         cells["Seeds"] = str(row["n_seeds"]) + _fixed_draws(r[r["label"] == row["label"]])
         rows.append(cells)
+    return pd.DataFrame(rows)
+
+
+def generalisation_table(runs: pd.DataFrame, task: str, scale: str) -> pd.DataFrame:
+    """Where each run's fit went: the training loss of its last evaluation interval (frames: closing_train_loss)
+    beside its final eval loss, and the gap between them, seed mean ± std; the small model first, then the paper's
+    order, one row per computation as in `savings_table`. Two starts that end at one eval loss can have fit the
+    training tokens very differently: the lower training loss is then fit that does not carry to held-out tokens."""
+    r = runs[(runs["task"] == task) & (runs["scale"] == scale) & runs["role"].isin(["small", "large"])]
+    r = r[r["closing_train_loss"].notna() & r["final_loss"].notna()]
+    if r.empty:
+        return pd.DataFrame()
+    large = r[r["role"] == "large"]
+    merged, labels = merge(large), sorted(set(large["label"]), key=label_key)
+    small = r[r["role"] == "small"]      # "small", and e.g. "small-ligo-smallshort": a variant's own small model
+    parts = [(display(label), small[small["label"] == label]) for label in sorted(set(small["label"]), key=label_key)]
+    printed = set()
+    for label in labels:
+        group = sorted(set(merged.group(label)) & set(labels), key=label_key)
+        if printed & set(group):
+            continue
+        printed |= set(group)
+        parts.append((" = ".join(map(display, group)) + _partial(merged, label), large[large["label"] == label]))
+    rows = []
+    for name, part in parts:
+        train, final = part["closing_train_loss"].astype(float), part["final_loss"].astype(float)
+        spread = (lambda v: v.std(ddof=1)) if len(part) > 1 else (lambda v: math.nan)
+        rows.append({"Method": name,
+                     "Training loss (last eval interval)": num(train.mean(), spread(train))
+                     + (" *" if part["closing_distilled"].any() else ""),
+                     "Final eval loss": num(final.mean(), spread(final)),
+                     "Eval − training": num((final - train).mean(), spread(final - train)),
+                     "Seeds": str(len(part))})
     return pd.DataFrame(rows)
 
 

@@ -81,8 +81,11 @@ def probe(task, layers: int, seed: int, device: str, runs_dir: Path, log, width:
         run_experiment(t, method, seed=seed, device=device, out=out, resume=out.exists(), progress=False, log=log)
     run = load_run(out)
     evals = [(r["step"], r["eval_loss"]) for r in run.metrics if "eval_loss" in r]
+    # the training loss beside the eval loss: at the same eval loss, how much of a grown start's lower training loss
+    # is fit the held-out tokens do not share (analysis: generalisation-<task>-<scale>.md)
     return {"layers": layers, "spec": t.large.short(), "record": _shown(out),
-            "final_eval_loss": evals[-1][1], "curve": evals, "wall_s": run.summary.get("wall"),
+            "final_eval_loss": evals[-1][1], "closing_train_loss": run.closing_training_loss()[0],
+            "curve": evals, "wall_s": run.summary.get("wall"),
             "unigram_ce": run.config["reference"]["unigram_ce"]}
 
 
@@ -98,10 +101,11 @@ def table(task_name: str, recipe, rows: list[dict], width: str = "large") -> str
     at = " at the small model's width" if width == "small" else ""
     lines = [f"{task_name}: large model from scratch by depth{at} (unigram cross-entropy of the eval tokens "
              f"{unigram:.3f}; lr {recipe.lr:g}, {recipe.warmup} warm-up steps of {recipe.steps})",
-             "| depth | model | final eval loss | below unigram | wall (s) |", "|---:|---|---:|---:|---:|"]
+             "| depth | model | final eval loss | below unigram | training loss (last eval interval) | wall (s) |",
+             "|---:|---|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['layers']} | {r['spec']} | {r['final_eval_loss']:.3f} | "
-                     f"{unigram - r['final_eval_loss']:.3f} | {r['wall_s']:.0f} |")
+                     f"{unigram - r['final_eval_loss']:.3f} | {r['closing_train_loss']:.3f} | {r['wall_s']:.0f} |")
     return "\n".join(lines)
 
 

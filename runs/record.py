@@ -301,6 +301,24 @@ class Run:
         import pandas as pd
         return pd.DataFrame(self.metrics)
 
+    def closing_training_loss(self) -> tuple[float | None, bool]:
+        """(mean training loss of the rows logged in the run's last evaluation interval, whether a teacher ran in
+        it), or (None, False) where no row logged one. The interval is the recipe's `eval_every` steps before the
+        last logged step (at mini: the last 200 steps, four rows). Read beside the final eval loss it says where a
+        run's fit went: a training loss far below the eval loss is fit to the training tokens that held-out ones do
+        not share. The loss is the one the trainer minimised, so under the recipe's dropout and augmentation, and
+        mixed with the distillation term where a teacher ran (KI before its weight reaches 0: hence the flag)."""
+        rows = sorted((m for m in self.metrics if m.get("train_loss") is not None), key=lambda m: m["step"])
+        if not rows:
+            return None, False
+        window = int(((self.config.get("task") or {}).get("recipe") or {}).get("eval_every") or 0)
+        start = rows[-1]["step"] - window
+        closing = [m for m in rows if m["step"] > start] or rows[-1:]
+        # cumulative teacher FLOPs where the interval begins: any growth inside it means distillation ran
+        before = max((m.get("flops_teacher") or 0.0 for m in self.metrics if m["step"] <= start), default=0.0)
+        distilled = (closing[-1].get("flops_teacher") or 0.0) > before
+        return sum(m["train_loss"] for m in closing) / len(closing), distilled
+
 
 def load_run(directory: Path) -> Run:
     d = Path(directory)

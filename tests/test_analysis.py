@@ -195,6 +195,49 @@ def test_one_computation_is_one_row_and_one_line(tmp_path):
     assert "StackBERT = Interpolation = Net2Net" in legend and "Net2Net" not in legend and "MSLT = KI" in legend
 
 
+def with_training_losses(d: Path, losses: dict, teacher: dict | None = None) -> Path:
+    """Give a record's rows at the steps named a training loss {step: train_loss} and cumulative teacher FLOPs
+    {step: flops} (0 where not named)."""
+    rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+    for r in rows:
+        if r["step"] in losses:
+            r.update(train_loss=losses[r["step"]], flops_teacher=(teacher or {}).get(r["step"], 0.0))
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return d
+
+
+def test_the_closing_training_loss_is_the_last_eval_interval_and_says_when_a_teacher_ran():
+    from runs.record import Run
+    metrics = [{"step": s, "train_loss": s / 100, "flops_teacher": 10.0 if s >= 200 else 0.0} for s in range(50, 401, 50)]
+    run = Run(Path("."), {"task": {"recipe": {"eval_every": 200}}}, metrics, {})
+    assert run.closing_training_loss() == (pytest.approx((2.5 + 3.0 + 3.5 + 4.0) / 4), False)   # steps 250-400
+    metrics[-2]["flops_teacher"] = metrics[-1]["flops_teacher"] = 12.0                    # the teacher ran at 350
+    assert run.closing_training_loss()[1] is True
+    assert Run(Path("."), {"task": {"recipe": {}}}, metrics, {}).closing_training_loss()[0] == 4.0   # no interval
+    assert Run(Path("."), {"task": {}}, [{"step": 0, "eval_loss": 5.0}], {}).closing_training_loss() == (None, False)
+
+
+def test_the_generalisation_table_puts_training_beside_eval_loss_one_row_a_computation(tmp_path):
+    from analysis.__main__ import markdown
+    from analysis.tables import generalisation_table
+    recipe = {"eval_every": 2}
+    curve = [(0, 0, 9.0), (1, 50, 6.0), (2, 100, 5.0), (3, 150, 4.5), (4, 200, 4.0)]
+    with_training_losses(write_run(tmp_path, "scratch", SCRATCH, recipe=recipe), {1: 9.0, 2: 8.0, 3: 4.5, 4: 4.3})
+    with_training_losses(write_run(tmp_path, "scratch", curve[:4] + [(4, 200, 4.6)], label="small",
+                                   task="bert_small_base:small", recipe=recipe), {3: 4.7, 4: 4.5})
+    for method in ("stackbert", "net2net"):
+        mark_same(with_training_losses(write_run(tmp_path, method, curve, recipe=recipe), {3: 3.0, 4: 2.0}), "fp")
+    with_training_losses(write_run(tmp_path, "ki", curve, recipe=recipe), {3: 4.0, 4: 3.8}, teacher={3: 5.0, 4: 9.0})
+    write_run(tmp_path, "interpolation", curve, recipe=recipe)          # logged no training loss: no row
+    r, *_ = analyse(tmp_path)
+    df = generalisation_table(r, "bert_small_base", "mini").set_index("Method")
+    assert list(df.index) == ["Small (scratch)", "Scratch", "StackBERT = Net2Net", "KI"]
+    assert df.loc["Scratch"].tolist() == ["4.400", "4.000", "-0.400", "1"]          # steps 3-4: (4.5 + 4.3) / 2
+    assert df.loc["StackBERT = Net2Net"].tolist() == ["2.500", "4.000", "1.500", "1"]
+    assert df.loc["KI", "Training loss (last eval interval)"] == "3.900 *"
+    assert "* a teacher ran in this interval" in markdown(df.reset_index(), "caption")
+
+
 def test_records_without_fingerprints_are_one_computation_when_their_curves_are_bit_equal(tmp_path):
     write_run(tmp_path, "scratch", SCRATCH)
     for seed in (0, 1):

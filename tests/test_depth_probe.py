@@ -50,6 +50,10 @@ def test_probe_records_each_depth_and_reuses_complete_runs(tmp_path, capsys):
     assert rows[0]["final_eval_loss"] != rows[1]["final_eval_loss"]
     assert rows[0]["unigram_ce"] == rows[1]["unigram_ce"] > 0
     assert all(r["curve"][-1][1] == r["final_eval_loss"] and r["curve"][0][0] == 0 for r in rows)
+    from runs.record import load_run
+    for r in rows:        # the record's own last evaluation interval, shown in the table beside the eval loss
+        assert r["closing_train_loss"] == load_run(r["record"]).closing_training_loss()[0] > 0
+        assert f"{r['closing_train_loss']:.3f} |" in result["table"]
     recipe = get_task("bert_depth_only", "tiny").recipe
     assert result["recipe"]["warmup"] == recipe.warmup and result["recipe"]["lr"] == recipe.lr
     assert f"{recipe.warmup} warm-up steps" in result["table"]
