@@ -187,7 +187,8 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str, styles: dict 
     """Draw one panel; False if there was nothing to draw (the axis then says so). In a panel of several tasks
     a run one task recorded as another's twin is one line, named after both, and a reference line (scratch
     final, unigram) both tasks share is drawn once. `styles`: label -> (line style, marker), line_styles of the
-    whole figure's labels; `seeds` is filled with each line's name -> its number of seeds (the caption's n).
+    whole figure's labels; `seeds` is filled with each line's name -> {panel: its number of seeds there} (the
+    caption's n: one name can have other seeds on another panel, as a method run on one pair at more seeds).
     The legend is the figure's (panels_figure), outside the axes."""
     styles = styles if styles is not None else line_styles(curves.loc[curves["role"] == "large", "label"])
     seeds = seeds if seeds is not None else {}
@@ -222,8 +223,10 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str, styles: dict 
                 style, marker = "--", "s"
             ax.plot(m[panel.x], m[metric] * scale_y, linestyle=style, color=color(label), label=name, lw=1.6,
                     marker=marker, ms=3)
-            seeds[name] = int(g["seed"].nunique())
-            if seeds[name] > 1:
+            n_seeds = int(g["seed"].nunique())
+            # the panel as its title names it ("(a)"), or by its tasks where it has no title
+            seeds.setdefault(name, {})[panel.title.split()[0] if panel.title else " + ".join(panel.tasks)] = n_seeds
+            if n_seeds > 1:
                 band = g.groupby("step")[metric].agg(["min", "max"]).loc[m["step"]]
                 ax.fill_between(m[panel.x].to_numpy(), band["min"].to_numpy() * scale_y,
                                 band["max"].to_numpy() * scale_y, color=color(label), alpha=0.15, lw=0)
@@ -315,12 +318,33 @@ def save(fig, path: Path, formats=("png", "pdf")) -> list[Path]:
     return out
 
 
-def caption(seeds: dict[str, int], references: set[str]) -> str:
+def seed_counts(seeds: dict[str, dict[str, int]]) -> list[int]:
+    """Every drawn line's number of seeds, one entry per line and panel."""
+    return [n for per_panel in seeds.values() for n in per_panel.values()]
+
+
+def usual_seeds(seeds: dict[str, dict[str, int]]) -> int | None:
+    counts = seed_counts(seeds)
+    return max(sorted(set(counts)), key=counts.count) if counts else None
+
+
+def seeds_mark(per_panel: dict[str, int], usual: int | None) -> str:
+    """' [1]' after a line's name where its seeds are not the usual number; ' [1 in (a) (b); 2 in (c)]' where they
+    differ between the figure's panels (one legend entry speaks for every panel)."""
+    counts = sorted(set(per_panel.values()))
+    if counts == [usual]:
+        return ""
+    if len(counts) == 1:
+        return f" [{counts[0]}]"
+    return " [" + "; ".join(f"{n} in " + " ".join(t for t, m in per_panel.items() if m == n) for n in counts) + "]"
+
+
+def caption(seeds: dict[str, dict[str, int]], references: set[str]) -> str:
     """What the lines and bands are, for a reader without the code: n seeds (per line where it differs)."""
-    counts = sorted(set(seeds.values()))
+    counts = sorted(set(seed_counts(seeds)))
     if not counts:
         return ""
-    n = max(counts, key=list(seeds.values()).count)         # the usual number of seeds
+    n = usual_seeds(seeds)                                   # the usual number of seeds
     if counts == [1]:
         text = "Each line is one seed (no band)."
     elif len(counts) == 1:
@@ -335,7 +359,7 @@ def caption(seeds: dict[str, int], references: set[str]) -> str:
     return text + (" Reference lines: " + "; ".join(named) + "." if named else "")
 
 
-def _legend(fig, seeds: dict[str, int], width: float) -> tuple[int, int]:
+def _legend(fig, seeds: dict[str, dict[str, int]], width: float) -> tuple[int, int]:
     """One legend for the figure, below the panels (never over a curve), its title the caption: each name once,
     the method lines first, then the reference lines; a line's seed count in brackets where it is not the usual
     one. Returns its rows of names and of caption."""
@@ -345,10 +369,9 @@ def _legend(fig, seeds: dict[str, int], width: float) -> tuple[int, int]:
             handles.setdefault(name, h)
     if not handles:
         return 0, 0
-    counts = list(seeds.values())
-    usual = max(sorted(set(counts)), key=counts.count) if counts else None
+    usual = usual_seeds(seeds)
     names = sorted(handles, key=lambda name: name not in seeds)          # stable: drawing order within each
-    shown = [f"{name} [{seeds[name]}]" if name in seeds and seeds[name] != usual else name for name in names]
+    shown = [name + seeds_mark(seeds[name], usual) if name in seeds else name for name in names]
     fontsize = 7
     column = max(map(len, shown)) * fontsize * 0.55 + 36                 # points: text and the line sample
     ncol = max(1, min(len(shown), int(width * 72 // column)))
@@ -369,7 +392,7 @@ def panels_figure(curves: pd.DataFrame, panels: list[Panel], scale: str, title: 
     width, height = panel_size[0] * len(panels), panel_size[1]
     fig, axes = plt.subplots(1, len(panels), figsize=(width, height), squeeze=False, layout="constrained")
     styles = line_styles(curves.loc[curves["role"] == "large", "label"])
-    seeds: dict[str, int] = {}
+    seeds: dict[str, dict[str, int]] = {}
     any_drawn = False
     for ax, panel in zip(axes[0], panels):
         any_drawn |= draw_panel(ax, curves, panel, scale, styles, seeds)

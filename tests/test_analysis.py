@@ -763,6 +763,22 @@ def test_panel_titles_carry_the_recorded_shapes_and_the_legend_lies_outside_the_
     assert "LiGO" in names and "Scratch" in names
 
 
+def test_a_line_with_other_seeds_on_another_panel_says_which_in_the_one_legend(tmp_path):
+    from analysis.figures import Panel, panels_figure
+    curve = [(0, 0, 9.0), (1, 100, 5.0), (2, 200, 4.0)]
+    for task in ("roberta_small_base", "gpt2_base_medium"):
+        for seed in (0, 1):
+            write_run(tmp_path, "scratch", SCRATCH, seed=seed, task=task)
+        for seed in ((0,) if task == "roberta_small_base" else (0, 1)):      # StackBERT: one seed on RoBERTa only
+            write_run(tmp_path, "stackbert", curve, seed=seed, task=task)
+    curves = analyse(tmp_path)[1]
+    fig, _ = panels_figure(curves, [Panel(("roberta_small_base",), "flops", title="(a)"),
+                                    Panel(("roberta_small_base",), "wall", title="(b) by wall time"),
+                                    Panel(("gpt2_base_medium",), "flops", title="(c)")], "mini")
+    names = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "StackBERT [1 in (a) (b); 2 in (c)]" in names and "Scratch" in names
+
+
 def test_y_limits_come_from_the_method_curves_and_a_far_reference_line_is_written_at_the_edge(tmp_path):
     from analysis.figures import Panel, panels_figure
     curves = figure_records(tmp_path, unigram=30.0)
