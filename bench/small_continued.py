@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", nargs="+",
                     default=["deit_s_b", "cait_xs_s:0,1,2", "bert_small_base", "bert_width_only:0",
-                             "llama_small_base:0", "roberta_small_base:0", "gpt2_base_medium"],
+                             "llama_small_base:0", "roberta_small_base", "gpt2_base_medium"],
                     help="task names, each optionally with its own seeds: cait_xs_s:0,1,2")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     ap.add_argument("--scale", default="mini")
