@@ -350,6 +350,13 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
         report += [markdown(df, caption), ""]
         headline.append(headline_line(df, task, scale, checks))
     report += ["## Why: the grown model's recipe, LiGO's start and copy symmetry", ""]
+
+    def add_table(df, stem: str, caption: str) -> None:
+        """A table of the "why" section into --out and report.md; none where it has no rows."""
+        if not df.empty:
+            written.extend(write_table(df, out, stem, caption))
+            report.extend([markdown(df, caption), ""])
+
     for task, scale in groups:
         rows = axes.recipe_rows(seeds, runs, task, scale)
         if axes.has_recipe_axis(rows):
@@ -365,24 +372,17 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
                        "images; seed mean, at "
                        "the steps named and at the end; scratch with the task's recipe): the order of the starts when "
                        "a recipe leaves every one short of scratch's final")
-            written += write_table(df, out, f"recipe-curves-{task}-{scale}", caption)
-            report += [markdown(df, caption), ""]
-        df = axes.start_parts_table(curves, summary, task, scale)
-        if not df.empty:
-            caption = (f"{task} [{scale}]: LiGO as its authors started it, taken apart: growbench's LiGO with the "
-                       "official start's parts added one group a row (eval metric, seed mean; FLOPs saved as in the "
-                       "savings table; step from above: the row's saving minus the one above it, in points)"
-                       + regime.caption_warning(checks, task, scale))
-            written += write_table(df, out, f"starts-{task}-{scale}", caption)
-            report += [markdown(df, caption), ""]
-        df = tables.generalisation_table(runs, task, scale)
-        if not df.empty:
-            caption = (f"{task} [{scale}]: where the fit went: the training loss of the last evaluation interval (the "
-                       "loss minimised, under the recipe's dropout and augmentation) against the final eval loss, seed "
-                       "mean ± std; a start whose training loss ends lower at the same eval loss fit the training "
-                       "tokens in a way held-out ones do not share")
-            written += write_table(df, out, f"generalisation-{task}-{scale}", caption)
-            report += [markdown(df, caption), ""]
+            add_table(df, f"recipe-curves-{task}-{scale}", caption)
+        add_table(axes.start_parts_table(curves, summary, task, scale), f"starts-{task}-{scale}",
+                  f"{task} [{scale}]: LiGO as its authors started it, taken apart: growbench's LiGO with the official "
+                  "start's parts added one group a row (eval metric, seed mean; FLOPs saved as in the savings table; "
+                  "step from above: the row's saving minus the one above it, in points)"
+                  + regime.caption_warning(checks, task, scale))
+        add_table(tables.generalisation_table(runs, task, scale), f"generalisation-{task}-{scale}",
+                  f"{task} [{scale}]: where the fit went: the training loss of the last evaluation interval (the loss "
+                  "minimised, under the recipe's dropout and augmentation) against the final eval loss, seed mean ± "
+                  "std; a start whose training loss ends lower at the same eval loss fit the training tokens in a way "
+                  "held-out ones do not share")
         points = axes.twin_points(curves, runs, task, scale)
         if not points.empty:
             caption = (f"{task} [{scale}]: share of the added units that are twins of another unit (incoming weights "
