@@ -140,6 +140,20 @@ def _partial(merged, label: str) -> str:
     return f" ({', '.join(cells)})" if cells else ""
 
 
+def one_label_a_computation(merged, labels) -> list[tuple[str, str]]:
+    """(label, row name) per computation among `labels`, in the paper's order: the first of a computation's labels
+    speaks for the others ("StackBERT = Net2Net"), a label that is one computation with another on some seeds only
+    is marked ("(s0 = Net2Net)")."""
+    shown, printed, rows = set(labels), set(), []
+    for label in sorted(shown, key=label_key):
+        group = sorted(set(merged.group(label)) & shown, key=label_key)
+        if printed & set(group):
+            continue
+        printed |= set(group)
+        rows.append((label, " = ".join(map(display, group)) + _partial(merged, label)))
+    return rows
+
+
 def _fixed_draws(runs: pd.DataFrame) -> str:
     """' § (s1 s2)' where some of a label's seeds drew the operator's randomness with another seed than their own
     (a method with a `seed` option whose recorded seed is not the run's), else ''."""
@@ -161,16 +175,12 @@ def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: s
     r = runs[(runs["task"] == task) & (runs["scale"] == scale) & (runs["role"] == "large")]
     down = _downstream(r, adapters)
     acc = s["metric"].iloc[0] == "eval_acc"
-    merged, shown, rows = merge(r), set(s["label"]), []
-    printed = set()
-    for _, row in sorted(s.iterrows(), key=lambda kv: label_key(kv[1]["label"])):
-        # one computation, one row: the first of its labels in the paper's order speaks for the others
-        group = sorted(set(merged.group(row["label"])) & shown, key=label_key)
-        if printed & set(group):
-            continue
-        printed |= set(group)
+    merged, rows = merge(r), []
+    by_label = s.set_index("label", drop=False)
+    for label, name in one_label_a_computation(merged, s["label"]):
+        row = by_label.loc[label]
         is_scratch = row["method"] == "scratch" and row["label"] == "scratch"
-        cells = {"Method": " = ".join(display(lab) for lab in group) + _partial(merged, row["label"])}
+        cells = {"Method": name}
         for col, name in SAVING_COLUMNS:
             cells[name] = "--" if is_scratch else saving_cell(row, col)
             if "wall" in col and row["fit_wall_missing"] and not pd.isna(row[f"{col}_mean"]):
@@ -199,25 +209,19 @@ def generalisation_table(runs: pd.DataFrame, task: str, scale: str) -> pd.DataFr
     if r.empty:
         return pd.DataFrame()
     large = r[r["role"] == "large"]
-    merged, labels = merge(large), sorted(set(large["label"]), key=label_key)
     small = r[r["role"] == "small"]      # "small", and e.g. "small-ligo-smallshort": a variant's own small model
     parts = [(display(label), small[small["label"] == label]) for label in sorted(set(small["label"]), key=label_key)]
-    printed = set()
-    for label in labels:
-        group = sorted(set(merged.group(label)) & set(labels), key=label_key)
-        if printed & set(group):
-            continue
-        printed |= set(group)
-        parts.append((" = ".join(map(display, group)) + _partial(merged, label), large[large["label"] == label]))
+    parts += [(name, large[large["label"] == label])
+              for label, name in one_label_a_computation(merge(large), large["label"])]
     rows = []
     for name, part in parts:
         train, final = part["closing_train_loss"].astype(float), part["final_loss"].astype(float)
-        spread = (lambda v: v.std(ddof=1)) if len(part) > 1 else (lambda v: math.nan)
+        # std(ddof=1) of one seed is NaN, which num() leaves out
         rows.append({"Method": name,
-                     "Training loss (last eval interval)": num(train.mean(), spread(train))
+                     "Training loss (last eval interval)": num(train.mean(), train.std(ddof=1))
                      + (" *" if part["closing_distilled"].any() else ""),
-                     "Final eval loss": num(final.mean(), spread(final)),
-                     "Eval − training": num((final - train).mean(), spread(final - train)),
+                     "Final eval loss": num(final.mean(), final.std(ddof=1)),
+                     "Eval − training": num((final - train).mean(), (final - train).std(ddof=1)),
                      "Seeds": str(len(part))})
     return pd.DataFrame(rows)
 
