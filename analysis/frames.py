@@ -20,7 +20,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from analysis.load import SEED_SUFFIX, identity, logged_spaces, recipe_preset, scratch_recipes, trained
+from analysis.load import (SEED_SUFFIX, identity, logged_spaces, recipe_difference, recipe_preset, scratch_recipes,
+                           trained)
 from runs.record import EVAL_FILE, Run
 
 
@@ -153,6 +154,8 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "world_size": (r.config.get("distributed") or {}).get("world_size") or 1,
             "seconds_per_flop": seconds_per_flop(r.metrics),
             "grown_recipe": recipe_preset(r, scratch.get((task, scale))),
+            # fields trained otherwise than scratch outside any named preset ("steps 693 vs 1600"): tables mark it
+            "recipe_differs": recipe_difference(r, scratch.get((task, scale))),
             # where the fit went: the training loss of the last evaluation interval, beside final_loss
             "closing_train_loss": closing_train, "closing_distilled": distilled,
         })
@@ -161,7 +164,7 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "wall", "steps", "trained", "fit_flops", "fit_wall_missing", "init_loss", "init_acc", "has_small", "pretrain_flops",
             "pretrain_wall", "method_config", "downstream", "computation", "twin_of", "curve", "unigram_ce",
             "eval_items", "units", "recipe", "small_recipe", "world_size", "seconds_per_flop", "grown_recipe",
-            "closing_train_loss", "closing_distilled"]
+            "recipe_differs", "closing_train_loss", "closing_distilled"]
     return pd.DataFrame(rows, columns=cols)
 
 

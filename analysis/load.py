@@ -335,25 +335,37 @@ def recipe_preset(run: Run, scratch_recipe: dict | None) -> str | None:
     return name
 
 
+def recipe_difference(run: Run, scratch_recipe: dict | None) -> str | None:
+    """The fields in which a trained large run's recipe differs from its task's scratch run's ("steps 693 vs
+    1600"), or None where it does not (or there is nothing to compare: scratch itself, a small model, an untrained
+    run, a task without scratch). Two differences do not count: the fields a run's named grown recipe declares it
+    changed (config.json `grown_recipe`: a labelled variant, "LiGO (warmup0)", whose saving is by design against
+    scratch's own recipe), and when to log (runs.record.LOGGING_FIELDS)."""
+    role = identity(run)[2]
+    if role != "large" or not trained(run) or scratch_recipe is None:
+        return None
+    # a record without a recipe: every field differs; the preset's fields take the run's own values (the record
+    # of truth), so they never differ
+    mine, theirs = without_logging(run.config["task"].get("recipe") or {}), without_logging(scratch_recipe)
+    theirs = {**theirs, **{k: mine.get(k) for k in grown_recipe(run)[1]}}
+    if mine == theirs:
+        return None
+    return ", ".join(f"{k} {mine.get(k)!r} vs {theirs.get(k)!r}" for k in sorted(mine | theirs)
+                     if mine.get(k) != theirs.get(k))
+
+
 def recipe_mismatches(runs: list[Run]) -> list[Problem]:
     """Savings compare a method with scratch under one training recipe; a run trained under another recipe than
-    its task's scratch run is kept but flagged, naming the fields that differ, since its saving then compares two
-    recipes: fewer `steps` (a faster decay, LEMON's schedule) still prices reaching scratch's final, another lr
-    credits the method with a tuning scratch did not get. Two differences are not flagged: the fields a run's
-    named grown recipe declares it changed (config.json `grown_recipe`: a labelled variant, "LiGO (warmup0)", whose
-    saving is by design against scratch's own recipe), and when to log (runs.record.LOGGING_FIELDS)."""
+    its task's scratch run (recipe_difference) is kept but flagged, naming the fields that differ, since its
+    saving then compares two recipes: fewer `steps` (a faster decay, LEMON's schedule) still prices reaching
+    scratch's final, another lr credits the method with a tuning scratch did not get. The tables mark its rows
+    too (analysis/tables.py RECIPE_NOTE)."""
     scratch = scratch_recipes(runs)
     out = []
     for r in runs:
-        t, s, role, _, _ = identity(r)
-        ref = scratch.get((t, s))
-        mine, theirs = r.config["task"].get("recipe") or {}, ref or {}   # a record without one: every field differs
-        # the preset names the fields it changed; their values are the run's own recipe (the record of truth)
-        mine, theirs = without_logging(mine), without_logging(theirs)
-        theirs = {**theirs, **{k: mine.get(k) for k in grown_recipe(r)[1]}}
-        if role == "large" and trained(r) and ref is not None and mine != theirs:
-            differs = ", ".join(f"{k} {mine.get(k)!r} vs {theirs.get(k)!r}" for k in sorted(mine | theirs)
-                                if mine.get(k) != theirs.get(k))
+        t, s = identity(r)[:2]
+        differs = recipe_difference(r, scratch.get((t, s)))
+        if differs:
             out.append(Problem(r.dir, "mismatch", f"trained with another recipe than the task's scratch run "
                                                   f"({differs})"))
     return out

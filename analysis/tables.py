@@ -44,6 +44,9 @@ DRAWS_NOTE = ("§ the growth operator's random draws (its seed) were seed 0's in
               "leaves out the operator's; `python -m bench.sweeps` reports them stale and re-runs them once moved away")
 DISTILLED_NOTE = ("* a teacher ran in this interval (KI before its distillation weight reaches 0): the training loss "
                   "mixes in the distillation term")
+RECIPE_NOTE = ("¶ trained under another recipe than its task's scratch run, outside any named grown recipe (the "
+               "report's problems name the fields, e.g. steps 693 vs 1600): its row compares two recipes, not two "
+               "starts under one")
 FIT_STEPS_LABEL = re.compile(r"^ligo(-fit\d+)?$")   # bench/sweep_registry.py names Table 3's runs ligo-fit<N>
 
 
@@ -162,6 +165,11 @@ def _fixed_draws(runs: pd.DataFrame) -> str:
     return f" § ({' '.join(f's{seed}' for seed in fixed)})" if fixed else ""
 
 
+def _recipe_mark(runs: pd.DataFrame) -> str:
+    """' ¶' where a run of the row trained under another recipe than scratch's (see RECIPE_NOTE), else ''."""
+    return " ¶" if runs["recipe_differs"].notna().any() else ""
+
+
 def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str, variants: bool = True,
                   adapters: bool | None = False) -> pd.DataFrame:
     """Table 1/2 layout for one task and scale (rows: scratch first, then the paper's order). variants=False
@@ -194,7 +202,8 @@ def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: s
             for c in down.columns:
                 v = down[c].get(row["label"], math.nan)
                 cells[c] = "--" if pd.isna(v) else v
-        cells["Seeds"] = str(row["n_seeds"]) + _fixed_draws(r[r["label"] == row["label"]])
+        mine = r[r["label"] == row["label"]]
+        cells["Seeds"] = str(row["n_seeds"]) + _fixed_draws(mine) + _recipe_mark(mine)
         rows.append(cells)
     return pd.DataFrame(rows)
 
@@ -222,7 +231,7 @@ def generalisation_table(runs: pd.DataFrame, task: str, scale: str) -> pd.DataFr
                      + (" *" if part["closing_distilled"].any() else ""),
                      "Final eval loss": num(final.mean(), final.std(ddof=1)),
                      "Eval − training": num((final - train).mean(), (final - train).std(ddof=1)),
-                     "Seeds": str(len(part))})
+                     "Seeds": str(len(part)) + _recipe_mark(part)})
     return pd.DataFrame(rows)
 
 
@@ -285,7 +294,7 @@ def to_markdown(df: pd.DataFrame, caption: str = "") -> str:
 def _tex(text: str) -> str:
     text = str(text).replace("\\", r"\textbackslash{}")
     for a, b in (("%", r"\%"), ("_", r"\_"), ("&", r"\&"), ("#", r"\#"), ("±", r"$\pm$"), ("→", r"$\rightarrow$"),
-                 ("†", r"$^\dagger$"), ("‡", r"$^\ddagger$")):
+                 ("†", r"$^\dagger$"), ("‡", r"$^\ddagger$"), ("§", r"\S{}"), ("¶", r"\P{}"), ("−", "$-$")):
         text = text.replace(a, b)
     return text
 

@@ -517,10 +517,12 @@ def test_a_downstream_score_says_which_seeds_it_averages(tmp_path):
 
 
 def test_renderers_escape_and_align():
-    df = pd.DataFrame({"Method": ["LiGO_x"], "Savings (FLOPs)": ["44.7% ± 1.0"]})
+    df = pd.DataFrame({"Method": ["LiGO_x"], "Savings (FLOPs)": ["44.7% ± 1.0"], "Eval − training": ["3 § (s1) ¶"]})
     tex = to_latex(df, "caption", "table:x")
-    assert r"44.7\% $\pm$ 1.0" in tex and r"LiGO\_x" in tex and r"\begin{tabular}{l|c}" in tex
-    assert to_markdown(df).splitlines()[1] == "|:---|---:|"
+    assert r"44.7\% $\pm$ 1.0" in tex and r"LiGO\_x" in tex and r"\begin{tabular}{l|cc}" in tex
+    # the marks and the minus sign a pdfLaTeX without UTF-8 input would refuse
+    assert r"Eval $-$ training" in tex and r"3 \S{} (s1) \P{}" in tex and not set("§¶−") & set(tex)
+    assert to_markdown(df).splitlines()[1] == "|:---|---:|---:|"
 
 
 def test_a_wall_time_saving_from_a_machine_at_another_speed_is_flagged(tmp_path):

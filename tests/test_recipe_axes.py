@@ -111,6 +111,16 @@ def test_analysis_compares_a_declared_variant_with_scratch_and_flags_an_undeclar
     assert table.loc["LiGO (warmup0)", "Savings (FLOPs)"] == "72.5%"
     # without the fit: the 10 FLOPs it spent come off the cost (110 -> 100 of scratch's 400)
     assert table.loc["LiGO (warmup0)", "Savings excl. fit (FLOPs)"] == "75.0%"
+    # the undeclared one is marked in every row it stands in, the declared variant and `same` are not
+    assert dict(r.set_index("label")["recipe_differs"].fillna("--")) == {
+        "scratch": "--", "ligo": "--", "ligo-warmup0": "--", "ligo-tuned": "lr 0.0005 vs 0.001"}
+    assert table["Seeds"].to_dict() == {"Scratch": "1", "LiGO": "1", "LiGO (tuned)": "1 ¶", "LiGO (warmup0)": "1"}
+    from analysis.__main__ import markdown
+    from analysis.tables import generalisation_table
+    assert "¶ trained under another recipe" in markdown(table.reset_index(), "caption")
+    assert "¶" not in markdown(table.drop("LiGO (tuned)").reset_index(), "caption")
+    r.loc[:, "closing_train_loss"] = 3.0        # these records logged no training loss; the mark is the point here
+    assert generalisation_table(r, "bert_small_base", "mini").set_index("Method").loc["LiGO (tuned)", "Seeds"] == "1 ¶"
     axis = recipe_table(recipe_rows(seeds, r, "bert_small_base", "mini")).set_index("Method")
     assert axis.loc["LiGO", "same"] == "47.5% (1/1)" and axis.loc["LiGO", "warmup0"] == "72.5% (1/1)"
 
