@@ -45,8 +45,8 @@ DRAWS_NOTE = ("§ the growth operator's random draws (its seed) were seed 0's in
 DISTILLED_NOTE = ("* a teacher ran in this interval (KI before its distillation weight reaches 0): the training loss "
                   "mixes in the distillation term")
 RECIPE_NOTE = ("¶ trained under another recipe than its task's scratch run, outside any named grown recipe (the "
-               "report's problems name the fields, e.g. steps 693 vs 1600): its row compares two recipes, not two "
-               "starts under one")
+               "report's problems name the fields that differ): its row compares two recipes, not two starts under "
+               "one")
 FIT_STEPS_LABEL = re.compile(r"^ligo(-fit\d+)?$")   # bench/sweep_registry.py names Table 3's runs ligo-fit<N>
 
 
@@ -185,10 +185,10 @@ def savings_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: s
     acc = s["metric"].iloc[0] == "eval_acc"
     merged, rows = merge(r), []
     by_label = s.set_index("label", drop=False)
-    for label, name in one_label_a_computation(merged, s["label"]):
+    for label, row_name in one_label_a_computation(merged, s["label"]):
         row = by_label.loc[label]
         is_scratch = row["method"] == "scratch" and row["label"] == "scratch"
-        cells = {"Method": name}
+        cells = {"Method": row_name}
         for col, name in SAVING_COLUMNS:
             cells[name] = "--" if is_scratch else saving_cell(row, col)
             if "wall" in col and row["fit_wall_missing"] and not pd.isna(row[f"{col}_mean"]):
