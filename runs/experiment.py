@@ -107,13 +107,12 @@ def check_seed(seed) -> None:
 
 def check_inputs(task, method: GrowthMethod, seed: int, small: Path | None) -> None:
     """Everything about the input that can be checked before a file is written: the seed, the models' sizes, the
-    method's own constraints on the recipe (its stages) and on the pair, the data path, the --small directory, the
-    small-model cache."""
+    method's own constraints on the recipe (its stages) and on the pair, the --small directory, the small-model
+    cache, and last the data path: a bad setting is named as such on a machine that lacks the data too."""
     check_seed(seed)
     check_sizes(task)
     method.stages(task, task.recipe.steps)      # e.g. MSLT's one step per stage at least
     method.check_pair(task)                     # e.g. G_stack's whole-model stacks, GQA group sizes
-    task.check_data()
     if small is not None and not method.needs_small:
         raise ValueError(f"--small {small}: method '{method.name}' grows from no small model (it trains the large "
                          "one from its own initialisation); drop --small")
@@ -125,6 +124,7 @@ def check_inputs(task, method: GrowthMethod, seed: int, small: Path | None) -> N
             raise ValueError(f"small_recipe.steps={steps}: method '{method.name}' grows "
                              "from a pretrained small model; give small_recipe.steps >= 1 (or --small DIR)")
         check_out(small_cache_dir(task, seed))
+    task.check_data()
 
 
 def check_vocab(task, data) -> None:
