@@ -52,16 +52,23 @@ def continued_task(task, settings: tuple = ()):
 
 
 def check_settings(task, settings: tuple) -> None:
-    """Only recipe fields and small_recipe fields: the control has no growth operator (method options), and a spec
-    change (large.*) would be of a model it does not train."""
+    """Recipe fields, small_recipe fields and the pair's spec fields (small.*, large.*: a probed pair, so that the
+    control grows from the small model the pair's runs grow from; large.* only names the pair, the control trains
+    the small one). No method options: the control has no growth operator."""
     import dataclasses
 
     from runs.settings import SMALL_RECIPE
     fields = {f.name for f in dataclasses.fields(task.recipe)}
+    spec_fields = {f.name for f in dataclasses.fields(task.small)}
     for key, _ in settings:
-        if key.removeprefix(SMALL_RECIPE) not in fields:
-            raise ValueError(f"--set {key}: the control takes recipe fields (steps, lr, warmup, ...) and "
-                             f"small_recipe.<field>; one of: {', '.join(sorted(fields))}")
+        which, dot, field = key.partition(".")
+        if dot and which in ("small", "large"):
+            if field not in spec_fields:
+                raise ValueError(f"--set {key}: not a model-spec field; one of: {', '.join(sorted(spec_fields))}")
+        elif key.removeprefix(SMALL_RECIPE) not in fields:
+            raise ValueError(f"--set {key}: the control takes recipe fields (steps, lr, warmup, ...), "
+                             f"small_recipe.<field> and small.<spec field> / large.<spec field>; recipe fields: "
+                             f"{', '.join(sorted(fields))}")
 
 
 def run_dir(runs: Path, task, seed: int) -> Path:

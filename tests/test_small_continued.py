@@ -40,10 +40,12 @@ def test_settings_reach_the_control_as_a_sweeps_set_reaches_its_runs():
     assert cont.recipe == task.recipe.with_(steps=6400)
     assert cont.small_recipe == task.small_recipe.with_(steps=3200)     # the small model of those runs, pretrained as long
     assert cont.large == cont.small == task.small
+    probed = continued_task(task, (("small.hidden", "64"), ("small.heads", "2"), ("large.hidden", "96")))
+    assert probed.large == probed.small and (probed.small.hidden, probed.small.heads) == (64, 2)   # the probed small model
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["--set", "large.hidden=8"], "the control takes recipe fields"),
+    (["--set", "large.width=8"], "not a model-spec field"),
     (["--set", "fit_steps=5"], "the control takes recipe fields"),
     (["--set", "steps=abc"], "steps=abc"),
     (["--steps", "5", "--set", "steps=6"], "given twice"),
