@@ -1,6 +1,8 @@
 """Copy symmetry, measured (models/twins.py), on weights that have learned: a Net2Net-grown model is all twins in
-every grown space, a random init has none, a unit moved 5% off its copy stops being one, the measure does not care
-which units a method calls new, and a run records it at step 0 and at every evaluation."""
+every grown space, a random init has none, a unit moved 5% off its copy stops being one, copies whose residual-stream
+weights moved 2% stop being twins in D although the norms' entries would have hidden it, the measure does not care
+which units a method calls new, and a run records it, and which measure made it, at step 0 and at every
+evaluation."""
 import json
 
 import pytest
@@ -8,7 +10,9 @@ import torch
 
 from methods import get_method
 from models import build_model, get_family
-from models.twins import TOLERANCE, redundant_units, relative_distances, twin_fractions
+from models.canonical import OUT, RESIDUAL
+from models.twins import (MEASURE, TOLERANCE, incoming, redundant_units, relative_distances,
+                          twin_fractions, unit_vectors)
 from tasks import make_task
 
 PAIRS = {"vit": make_task("vit", dict(layers=2, hidden=32, heads=2), dict(layers=2, hidden=64, heads=4), "tiny"),
@@ -27,6 +31,7 @@ def test_net2net_start_is_all_twins_and_random_init_none(pair, trained):
     assert set(copied["twins"]) == {"D", "Q", "K", "V", "F"}        # every space the pair grows
     assert all(v == 1.0 for v in copied["twins"].values()), copied
     assert all(v < 1e-6 for v in copied["twin_gap"].values())
+    assert copied["twins_measure"] == MEASURE
     torch.manual_seed(0)
     fresh = twin_fractions(get_family(task.family).to_canonical(build_model(task.large)), task.small)
     assert all(v == 0.0 for v in fresh["twins"].values()), fresh
@@ -58,6 +63,42 @@ def test_a_copy_moved_off_its_source_stops_being_a_twin(trained):
     assert fractions["D"] == 1.0
 
 
+def d_slices(canon, unit: int, norms: bool):
+    """Every slice of the tensors that produce residual-stream unit `unit`: its weights (`norms` False) or the
+    norms' gains and shifts (True); views, so that adding to one moves the model."""
+    return [t.select(axis, unit) for section, _, key, t in canon.items()
+            for axis, tag in enumerate(canon.axes(section, key))
+            if tag == (RESIDUAL, OUT) and incoming(RESIDUAL, key) != norms]
+
+
+def test_copies_whose_weights_moved_2_percent_are_no_twins_in_d_though_the_norm_entries_hid_it(trained):
+    """The residual stream's vector used to hold every norm's gain and shift beside the weights; those entries (~1
+    each) outweigh the weights, so a drift of the weights read several times smaller than it is. Each added copy's
+    weights (embedding columns, o/fc2 rows, biases; not the norms) moved 2% of their size: no twin is left in D, and
+    on these weights that drift is under 1% of the vector with the norm entries in it (what the old measure saw)."""
+    task = PAIRS["vit"]
+    canon = grown("vit", "net2net", trained)
+    rel = relative_distances(unit_vectors(canon)[(RESIDUAL, None)])
+    rel.fill_diagonal_(float("inf"))
+    # a copy: a unit with a twin of lower index, equal up to float rounding (which unit a method calls new is its
+    # business); one per added unit, since Net2Net copies every added unit
+    copies = [i for i in range(len(rel)) if (rel[i, :i] < 1e-6).any()]
+    assert len(copies) == task.large.hidden - task.small.hidden
+    gen = torch.Generator().manual_seed(0)
+    for i in copies:
+        weights = d_slices(canon, i, norms=False)
+        size = torch.cat([w.reshape(-1) for w in weights]).norm()
+        norms = torch.cat([n.reshape(-1) for n in d_slices(canon, i, norms=True)]).norm()
+        assert 0.02 * size < 0.9 * TOLERANCE * (size ** 2 + norms ** 2) ** 0.5     # what the norm entries hid
+        moves = [torch.randn(w.shape, generator=gen, dtype=torch.float64) for w in weights]
+        scale = 0.02 * size / torch.cat([m.reshape(-1) for m in moves]).norm()
+        for w, m in zip(weights, moves):
+            w += (scale * m).to(w.dtype)
+    fractions = twin_fractions(canon, task.small)["twins"]
+    assert fractions["D"] == 0.0
+    assert all(fractions[space] == 1.0 for space in fractions if space != RESIDUAL)      # untouched
+
+
 def test_groups_count_once_and_order_does_not_matter():
     base = torch.randn(3, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     units = torch.cat([base, base[:1], base[:1], base[1:2] * (1 + TOLERANCE / 10)])   # a triple and a pair
@@ -75,6 +116,6 @@ def test_a_run_records_twins_at_step_0_and_every_evaluation(tmp_path):
     evaluated = [r for r in rows if "eval_loss" in r]
     assert [r["step"] for r in evaluated] == [0, 2, 4]
     assert all(set(r["twins"]) == {"D", "Q", "K", "V", "F"} and set(r["twin_gap"]) == set(r["twins"])
-               for r in evaluated)
+               and r["twins_measure"] == MEASURE for r in evaluated)
     assert all("twins" not in r for r in rows if "eval_loss" not in r)      # only where it evaluates
     assert evaluated[0]["twins"]["D"] == 1.0                                  # the Net2Net start
