@@ -385,11 +385,12 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
                   "minimised, under the recipe's dropout and augmentation) against the final eval loss, seed mean ± "
                   "std; a start whose training loss ends lower at the same eval loss fit the training tokens in a way "
                   "held-out ones do not share")
-        points = axes.twin_points(curves, runs, task, scale)
+        points = axes.twin_points(curves, runs, task, scale, axes.old_twin_rows(runs_list))
         if not points.empty:
             caption = (f"{task} [{scale}]: share of the added units that are twins of another unit (incoming weights "
                        "within 1%; models/twins.py), at step 0 → at the end, seed mean; gap: median relative distance "
-                       "of the added units to their nearest unit at the end")
+                       "of the added units to their nearest unit at the end"
+                       + (f"; {axes.OLD_D_MARK} {axes.OLD_D}" if axes.old_d_names(points) else ""))
             df = axes.twins_table(points)
             written += write_table(df, out, f"twins-{task}-{scale}", caption)
             written += axes.twins_figure(points, task, scale, out, args.formats)

@@ -12,7 +12,8 @@
   and its saving, with the step each row adds to the one above: starts-<task>-<scale>.md/.tex.
 - `twins_table` / `twins_figure`: per label, the share of added units still twins of another unit (models/twins.py),
   per space, at step 0 and at the last evaluation, and over training (mean over seeds, band min..max). Written where a
-  task's records carry the measure (pairs that grow width): twins-<task>-<scale>.md/.tex/.png/.pdf.
+  task's records carry the measure (pairs that grow width): twins-<task>-<scale>.md/.tex/.png/.pdf. D values from
+  rows logged before the measure was named (`OLD_D`) carry `OLD_D_MARK`.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import pandas as pd
 
 from analysis.figures import color, line_styles, plt, save
 from analysis.identical import merge
+from analysis.load import identity
 from analysis.savings import target_metric
 from analysis.tables import display, label_key, saving_cell
 
@@ -194,10 +196,23 @@ def start_parts_table(curves: pd.DataFrame, summary: pd.DataFrame, task: str, sc
     return pd.DataFrame(out)
 
 
-def twin_points(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str) -> pd.DataFrame:
+# A twins row without `twins_measure` was logged before models/twins.py named its measure: its D vector held every
+# norm's gain and shift beside the weights, a looser D than the rows that name the measure (models/twins.py
+# `incoming`). Its model is not kept, so it cannot be measured again: the table and figure mark it, not mix it.
+OLD_D = "D measured with the norm entries (rows logged before commit 5cabb72)"
+OLD_D_MARK = "[D with norms]"      # text, not a sign: the table notes' signs (†, ‡, §, *, ¶) are taken
+
+
+def old_twin_rows(runs_list) -> set[tuple]:
+    """(task, scale, role, label, seed, step) of every logged twins row that names no measure (`OLD_D`)."""
+    return {(*identity(r), m["step"]) for r in runs_list for m in r.metrics
+            if m.get("twins") and "twins_measure" not in m}
+
+
+def twin_points(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str, old=frozenset()) -> pd.DataFrame:
     """One row per (label, seed, step, space) with the twin fraction and gap there, for the task's large runs; labels
     that are one computation (analysis/identical.py: StackBERT = Net2Net on a width-only pair) are one label, named
-    after all of them."""
+    after all of them. `old_d`: the row is one of `old` (`old_twin_rows`) and its space D."""
     cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
     merged = merge(runs[(runs["task"] == task) & (runs["scale"] == scale)])
     shown = set(cur.loc[cur["twins"].notna(), "label"])
@@ -207,15 +222,26 @@ def twin_points(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str)
         if group[0] != r["label"]:
             continue                      # drawn under the first label of its computation
         gaps = r["twin_gap"] or {}
+        measured_old = (task, scale, "large", r["label"], r["seed"], r["step"]) in old
         for space, value in r["twins"].items():
             rows.append({"label": r["label"], "name": " = ".join(map(display, group)), "seed": r["seed"],
-                         "step": r["step"], "space": space, "twins": value, "gap": gaps.get(space, math.nan)})
-    return pd.DataFrame(rows, columns=["label", "name", "seed", "step", "space", "twins", "gap"])
+                         "step": r["step"], "space": space, "twins": value, "gap": gaps.get(space, math.nan),
+                         "old_d": measured_old and space == "D"})
+    return pd.DataFrame(rows, columns=["label", "name", "seed", "step", "space", "twins", "gap", "old_d"])
+
+
+def old_d_names(points: pd.DataFrame) -> set[str]:
+    """The names whose D points include a row measured the old way (`OLD_D`)."""
+    if "old_d" not in points:
+        return set()
+    return set(points.loc[points["old_d"].astype(bool), "name"])
 
 
 def twins_table(points: pd.DataFrame) -> pd.DataFrame:
-    """Per label: each space's twin fraction at step 0 -> at its last evaluation (seed means), and the seeds."""
+    """Per label: each space's twin fraction at step 0 -> at its last evaluation (seed means), and the seeds; a D
+    cell with any row measured the old way carries `OLD_D_MARK`."""
     spaces = [s for s in SPACES if s in set(points["space"])]
+    marked = old_d_names(points)
     out = []
     for label in sorted(points["label"].unique(), key=label_key):
         g = points[points["label"] == label]
@@ -225,8 +251,9 @@ def twins_table(points: pd.DataFrame) -> pd.DataFrame:
             first = p[p["step"] == p["step"].min()].groupby("seed")["twins"].first()
             last = p.sort_values("step").groupby("seed")["twins"].last()
             gap = p.sort_values("step").groupby("seed")["gap"].last()
+            mark = f" {OLD_D_MARK}" if space == "D" and g["name"].iloc[0] in marked else ""
             cells[f"{space} ({SPACE_NAMES[space]})"] = (f"{first.mean():.2f} → {last.mean():.2f} "
-                                                       f"(gap {gap.mean():.2g})") if len(p) else "--"
+                                                       f"(gap {gap.mean():.2g}){mark}") if len(p) else "--"
         cells["Seeds"] = str(g["seed"].nunique())
         out.append(cells)
     return pd.DataFrame(out)
@@ -235,7 +262,8 @@ def twins_table(points: pd.DataFrame) -> pd.DataFrame:
 def twins_figure(points: pd.DataFrame, task: str, scale: str, out: Path, formats=("png", "pdf")) -> list[Path]:
     """Copy symmetry over training, one column per grown space (residual stream first): the share of added units
     that are twins (top) and the twin gap, how far the nearest units are apart (bottom, log scale: exact copies sit
-    at the floor, drifting ones climb, random units are near 1)."""
+    at the floor, drifting ones climb, random units are near 1). A name whose D was measured the old way carries
+    `OLD_D_MARK` in the legend, and the title says what it means."""
     spaces = [s for s in SPACES if s in set(points["space"])]
     fig, axes = plt.subplots(2, len(spaces), figsize=(2.8 * len(spaces) + 0.8, 6.4), squeeze=False, sharex=True,
                              layout="constrained")
@@ -272,11 +300,12 @@ def twins_figure(points: pd.DataFrame, task: str, scale: str, out: Path, formats
             handles.setdefault(name, h)
     seeds = points.groupby("name")["seed"].nunique()
     usual = seeds.mode().max()
-    shown = [name if seeds[name] == usual else f"{name} [{seeds[name]} seed{'' if seeds[name] == 1 else 's'}]"
-             for name in handles]
+    marked = old_d_names(points)
+    shown = [(name if seeds[name] == usual else f"{name} [{seeds[name]} seed{'' if seeds[name] == 1 else 's'}]")
+             + (f" {OLD_D_MARK}" if name in marked else "") for name in handles]
     fig.legend(list(handles.values()), shown, fontsize=7, loc="outside lower center", ncol=min(4, len(shown)),
                frameon=False, handlelength=3.5)
     fig.suptitle(f"{task} [{scale}]: copy symmetry over training (line: mean over {usual} seed(s), or the number in "
                  f"brackets, band: min..max over them;\ntwins: incoming weights within 1%; a gap of 0 drawn at "
-                 f"{floor:g})", fontsize=9)
+                 f"{floor:g}){f'; {OLD_D_MARK} {OLD_D}' if marked else ''}", fontsize=9)
     return save(fig, out / f"twins-{task}-{scale}", formats)

@@ -119,3 +119,32 @@ def test_a_run_records_twins_at_step_0_and_every_evaluation(tmp_path):
                and r["twins_measure"] == MEASURE for r in evaluated)
     assert all("twins" not in r for r in rows if "eval_loss" not in r)      # only where it evaluates
     assert evaluated[0]["twins"]["D"] == 1.0                                  # the Net2Net start
+
+
+def test_the_analysis_marks_d_measured_with_the_norm_entries_and_only_that(tmp_path, monkeypatch):
+    """Committed records hold twins rows logged before the measure was named (D with the norms' entries); their
+    models are not kept, so nothing can measure them again: the twins table marks such a label's D cell and the
+    figure its legend entry, both say what the mark means, and a record that names its measure carries no mark."""
+    from analysis import axes
+    from analysis.__main__ import main
+    from records import SCRATCH, write_run
+    runs = tmp_path / "runs"
+    for label, named, curve in (("net2net", False, SCRATCH), ("lemon", True, SCRATCH[:-1] + [(4, 400, 3.9)])):
+        d = write_run(runs, label, curve, task="bert_width_only")
+        rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+        for r in rows:
+            r.update({"twins": {"D": 1.0, "F": 1.0}, "twin_gap": {"D": 0.0, "F": 0.0}},
+                     **({"twins_measure": MEASURE} if named else {}))
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    figures = []
+    monkeypatch.setattr(axes, "save", lambda fig, path, formats: figures.append(
+        ([t.get_text() for t in fig.legends[0].get_texts()], fig.get_suptitle())) or [])
+    assert main(["--runs", str(runs), "--out", str(tmp_path / "out"), "--formats", "png"]) == 0
+    table = (tmp_path / "out" / "twins-bert_width_only-mini.md").read_text()
+    d_cells = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in table.splitlines()
+               if line.startswith("| ") and "Method" not in line}
+    assert d_cells == {"LEMON": "1.00 → 1.00 (gap 0)", "Net2Net": f"1.00 → 1.00 (gap 0) {axes.OLD_D_MARK}"}
+    assert f"{axes.OLD_D_MARK} {axes.OLD_D}" in table
+    ((names, title),) = figures
+    assert sorted(names) == ["LEMON", f"Net2Net {axes.OLD_D_MARK}"]
+    assert f"{axes.OLD_D_MARK} {axes.OLD_D}" in title
