@@ -40,7 +40,7 @@ PAPER_TABLES = {
     "table5": ("bert_small_base", "init", "Table 5: LiGO initialisation without further pretraining"),
     "table6": ("bert_small_base", "adapters", "Table 6: BERT-Small→BERT-Base, savings and AdapterFusion GLUE"),
 }
-NEEDS = {"savings": "scratch and method runs", "fit_steps": "scratch plus ligo / ligo-fit<N> runs",
+NEEDS = {"savings": "scratch and method runs", "fit_steps": "scratch plus ligo / ligo-fit<N> (or ligo_copy) runs",
          "init": "a ligo run and the small-s<seed> record",
          "adapters": "runs evaluated with the adapters suite"}
 TARGET_NOTE = ("Savings (paper §4.1): method seed s against scratch seed s only; target = that scratch seed's final "
@@ -376,8 +376,8 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
                        "a recipe leaves every one short of scratch's final")
             add_table(df, f"recipe-curves-{task}-{scale}", caption)
         add_table(axes.start_parts_table(curves, summary, task, scale), f"starts-{task}-{scale}",
-                  f"{task} [{scale}]: LiGO as its authors started it, taken apart: growbench's LiGO with the official "
-                  "start's parts added one group a row (eval metric, seed mean; FLOPs saved as in the savings table; "
+                  f"{task} [{scale}]: LiGO as its authors started it, taken apart: its copy start with LiGO's "
+                  "parts added one group a row (eval metric, seed mean; FLOPs saved as in the savings table; "
                   "step from above: the row's saving minus the one above it, in points)"
                   + regime.caption_warning(checks, task, scale))
         add_table(tables.generalisation_table(runs, task, scale), f"generalisation-{task}-{scale}",

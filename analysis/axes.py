@@ -7,8 +7,8 @@
 - `recipe_curve_table`: where the curves stand under each preset (the eval metric at steps 0, 50, 200 and at the
   end), the comparison that remains when a preset leaves every run short of scratch's final:
   recipe-curves-<task>-<scale>.md/.tex.
-- `start_parts_table`: the official LiGO start taken apart (bench/sweep_registry.py official_start_parts): growbench's
-  LiGO, then the official parts added one group at a time, each row's curve at steps 0, 200, 400, 800 and the end
+- `start_parts_table`: LiGO's start taken apart (bench/sweep_registry.py official_start_parts): its copy start,
+  then LiGO's parts added one group at a time, each row's curve at steps 0, 200, 400, 800 and the end
   and its saving, with the step each row adds to the one above: starts-<task>-<scale>.md/.tex.
 - `twins_table` / `twins_figure`: per label, the share of added units still twins of another unit (models/twins.py),
   per space, at step 0 and at the last evaluation, and over training (mean over seeds, band min..max). Written where a
@@ -162,12 +162,12 @@ def recipe_figure(rows: pd.DataFrame, task: str, scale: str, out: Path, formats=
     return save(fig, out / f"recipes-{task}-{scale}", formats)
 
 
-# the official start rebuilt from growbench's LiGO, one group of its parts a row (methods/ligo_official.py says
-# what each is; bench/sweep_registry.py official_start_parts makes the runs between the two ends)
-START_PARTS = (("ligo", "LiGO at growbench's default (copy start, pseudo-inverse tying, one-hot depth, its fit)"),
-               ("ligo-random", "+ the official random width rows"),
-               ("ligo_official-pinv", "+ the official depth init, order and fit"),
-               ("ligo_official", "+ the literal tying (the whole official start)"))
+# LiGO's start rebuilt from its copy start, one group of its parts a row (methods/ligo.py says what each is;
+# bench/sweep_registry.py official_start_parts makes the runs between the two ends)
+START_PARTS = (("ligo_copy", "LiGO's copy start (Net2Net's copies, pseudo-inverse tying, one-hot depth, its fit)"),
+               ("ligo_copy-random", "+ LiGO's random width rows"),
+               ("ligo-pinv", "+ LiGO's depth init, order and fit"),
+               ("ligo", "+ the literal tying (LiGO as its authors started it)"))
 
 
 def start_parts_table(curves: pd.DataFrame, summary: pd.DataFrame, task: str, scale: str,
@@ -175,8 +175,8 @@ def start_parts_table(curves: pd.DataFrame, summary: pd.DataFrame, task: str, sc
     """One row per rung of START_PARTS (empty unless the task has run every rung: a missing one would fold its part
     into the next row's step, under the wrong name): the eval metric at `steps` and at the end (seed mean), the
     FLOPs saving with and without the fit as the savings table gives it (`summary`: analysis/savings.summarize),
-    and the saving's step from the row above (its mean minus the row above's), so that the official start's lead
-    over LiGO reads as the sum of its parts."""
+    and the saving's step from the row above (its mean minus the row above's), so that LiGO's lead over its
+    copy start reads as the sum of its parts."""
     cur = curves[(curves["task"] == task) & (curves["scale"] == scale) & (curves["role"] == "large")]
     s = summary[(summary["task"] == task) & (summary["scale"] == scale)] if not summary.empty else summary
     if not all((cur["label"] == label).any() for label, _ in START_PARTS):

@@ -44,6 +44,12 @@ class Panel:
     title: str = ""
 
 
+def both_starts(*suffixes: str) -> tuple[str, ...]:
+    """LiGO's variant runs for each of its starts (`ligo-layerdrop`, `ligo_copy-layerdrop`): a panel draws the labels
+    its records have, so a variant run from one start only shows with that start."""
+    return tuple(f"{start}{suffix}" for start in ("ligo", "ligo_copy") for suffix in suffixes)
+
+
 # Panel titles say what a panel shows; draw_panel appends the shapes the records trained (task.small -> task.large
 # in config.json), as a paper name (BERT-Small) is wrong at mini and tiny scale. The figure titles keep the paper's
 # names, saying they are the paper's.
@@ -51,7 +57,7 @@ PAPER_FIGURES: dict[str, tuple[str, list[Panel]]] = {
     "figure2": ("BERT growth (paper: (a-b) BERT-Small→BERT-Base, (c) BERT-{Small, Base}→BERT-Large)", [
         Panel(("bert_small_base",), "flops", title="(a)"),
         Panel(("bert_small_base",), "wall", title="(b)"),
-        Panel(("bert_small_large", "bert_base_large"), "flops", ("scratch", "ligo"), "(c)")]),
+        Panel(("bert_small_large", "bert_base_large"), "flops", ("scratch", "ligo", "ligo_copy"), "(c)")]),
     "figure3": ("RoBERTa and GPT-2 (paper: RoBERTa-Small→RoBERTa-Base, GPT2-Base→GPT2-Medium)", [
         Panel(("roberta_small_base",), "flops", title="(a)"),
         Panel(("roberta_small_base",), "wall", title="(b)"),
@@ -60,17 +66,17 @@ PAPER_FIGURES: dict[str, tuple[str, list[Panel]]] = {
         Panel(("deit_s_b",), "flops", title="(a)"),
         Panel(("deit_s_b",), "wall", title="(b)")]),
     "figure5": ("LiGO with orthogonal efficient-training strategies (paper: BERT-Small→BERT-Base)", [
-        Panel(("bert_small_base",), "flops", ("scratch", "ligo", "ligo-layerdrop"), "(a) LiGO w/ layer dropping,"),
-        Panel(("bert_small_base",), "flops", ("scratch", "ligo", "ligo-tokendrop"), "(b) LiGO w/ token dropping,"),
-        Panel(("bert_small_base",), "flops", ("scratch", "bert2bert", "bert2bert-staged", "ligo", "ligo-staged"),
+        Panel(("bert_small_base",), "flops", ("scratch",) + both_starts("", "-layerdrop"), "(a) LiGO w/ layer dropping,"),
+        Panel(("bert_small_base",), "flops", ("scratch",) + both_starts("", "-tokendrop"), "(b) LiGO w/ token dropping,"),
+        Panel(("bert_small_base",), "flops", ("scratch", "bert2bert", "bert2bert-staged") + both_starts("", "-staged"),
               "(c) LiGO w/ staged training,")]),
     "figure6": ("Depth-only and width-only growth "
                 "(paper: BERT(6, 768)→BERT(12, 768), BERT(12, 512)→BERT(12, 768))", [
         Panel(("bert_depth_only",), "flops", title="(a) depth only:"),
         Panel(("bert_width_only",), "flops", title="(b) width only:")]),
     "figure7": ("Grown from a briefly trained small model (paper: BERT-Small→BERT-Base)", [
-        Panel(("bert_small_base",), "flops", ("scratch", "ligo", "ligo-smallshort"), "(a)"),
-        Panel(("bert_small_base",), "wall", ("scratch", "ligo", "ligo-smallshort"), "(b)")]),
+        Panel(("bert_small_base",), "flops", ("scratch",) + both_starts("", "-smallshort"), "(a)"),
+        Panel(("bert_small_base",), "wall", ("scratch",) + both_starts("", "-smallshort"), "(b)")]),
     "figure8": ("CaiT: accuracy vs FLOPs and wall time (paper: CaiT-XS→CaiT-S)", [
         Panel(("cait_xs_s",), "flops", title="(a)"),
         Panel(("cait_xs_s",), "wall", title="(b)")]),
@@ -80,12 +86,11 @@ UNIGRAM_LABEL = "unigram cross-entropy"
 YLABEL = {"eval_loss": "validation loss (log perplexity)", "eval_acc": "validation accuracy"}
 FAMILY_NAMES = {"bert": "BERT", "roberta": "RoBERTa", "gpt2": "GPT-2", "llama": "LLaMA", "vit": "ViT", "cait": "CaiT"}
 
-# One colour per method on every figure (LiGO red, as it is the subject; LiGO-official, the authors' code, in
-# LiGO's family). Methods are colours; reference lines (scratch final, small model final, unigram) are black or
+# One colour per method on every figure (LiGO red, as it is the subject; its copy start in LiGO's family). Methods are colours; reference lines (scratch final, small model final, unigram) are black or
 # grey without markers. A variant (ligo-warmup0) keeps its method's colour and takes its own line style and marker.
 COLORS = {"scratch": "tab:blue", "stackbert": "tab:orange", "interpolation": "tab:olive", "mslt": "tab:green",
           "ki": "tab:purple", "net2net": "tab:brown", "bert2bert": "tab:pink", "ligo": "tab:red",
-          "ligo_official": "darkred", "direct_copy": "tab:gray", "hypercloning": "teal", "g_stack": "goldenrod",
+          "ligo_copy": "darkred", "direct_copy": "tab:gray", "hypercloning": "teal", "g_stack": "goldenrod",
           "lemon": "navy", "msg": "tab:cyan"}
 OTHER_COLORS = ["#637939", "#8c6d31", "#7b4173", "#393b79", "#e7969c", "#9c9ede"]   # methods added later (tab20b)
 METHOD_STYLE = ("-", "o")

@@ -26,7 +26,7 @@ from analysis.savings import MACHINE_SPEED_TOLERANCE
 
 # display names and order follow the paper's tables; labels not listed keep their own name, after these
 DISPLAY = {"scratch": "Scratch", "stackbert": "StackBERT", "interpolation": "Interpolation", "mslt": "MSLT",
-           "ki": "KI", "net2net": "Net2Net", "bert2bert": "bert2BERT", "ligo": "LiGO", "ligo_official": "LiGO-official",
+           "ki": "KI", "net2net": "Net2Net", "bert2bert": "bert2BERT", "ligo": "LiGO", "ligo_copy": "LiGO (copy start)",
            "direct_copy": "Direct copy",
            "hypercloning": "HyperCloning", "g_stack": "G_stack", "lemon": "LEMON", "msg": "MSG",
            "small": "Small (scratch)"}
@@ -47,7 +47,9 @@ DISTILLED_NOTE = ("* a teacher ran in this interval (KI before its distillation 
 RECIPE_NOTE = ("¶ trained under another recipe than its task's scratch run, outside any named grown recipe (the "
                "report's problems name the fields that differ): its row compares two recipes, not two starts under "
                "one")
-FIT_STEPS_LABEL = re.compile(r"^ligo(-fit\d+)?$")   # bench/sweep_registry.py names Table 3's runs ligo-fit<N>
+# Table 3's runs: a LiGO start and its fit-steps variants, `ligo-fit<N>` (bench/sweep_registry.py), `ligo_copy-fit<N>`
+LIGO_STARTS = ("ligo", "ligo_copy")
+FIT_STEPS_LABEL = re.compile(r"^(?P<start>ligo|ligo_copy)(-fit\d+)?$")
 
 
 def method_of(label: str) -> str:
@@ -236,26 +238,35 @@ def generalisation_table(runs: pd.DataFrame, task: str, scale: str) -> pd.DataFr
 
 
 def fit_steps_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str) -> pd.DataFrame:
-    """Table 3: one row per LiGO fit-steps setting (labels ligo and ligo-fit<N>)."""
+    """Table 3: one row per fit-steps setting of each LiGO start that has fit-steps variants (labels `ligo`,
+    `ligo-fit<N>`; `ligo_copy`, `ligo_copy-fit<N>`)."""
     s = summary[(summary["task"] == task) & (summary["scale"] == scale)
                 & summary["label"].str.match(FIT_STEPS_LABEL)]
     r = runs[(runs["task"] == task) & (runs["scale"] == scale)]
+    starts = {FIT_STEPS_LABEL.match(label)["start"] for label in s["label"] if label != method_of(label)}
     rows = []
     for _, row in s.iterrows():
+        start = FIT_STEPS_LABEL.match(row["label"])["start"]
+        if start not in starts:                  # a start without fit-steps variants is no Table 3
+            continue
         cfg = r[r["label"] == row["label"]]["method_config"].iloc[0]
-        rows.append({"steps": cfg.get("fit_steps"), "# of Steps": str(cfg.get("fit_steps", "?")),
+        rows.append({"order": (LIGO_STARTS.index(start), pd.to_numeric(cfg.get("fit_steps"), errors="coerce")),
+                     "Start": DISPLAY[start], "# of Steps": str(cfg.get("fit_steps", "?")),
                      "+FLOPs": f"{row['fit_flops']:.3g}", "Savings": saving_cell(row, "saving_flops")})
     if not rows:
         return pd.DataFrame()
-    df = pd.DataFrame(rows).drop_duplicates("steps")
-    return df.sort_values("steps", key=lambda c: pd.to_numeric(c, errors="coerce")).drop(columns="steps")
+    df = pd.DataFrame(rows).drop_duplicates("order")
+    return df.sort_values("order").drop(columns="order").reset_index(drop=True)
 
 
-def init_table(runs: pd.DataFrame, task: str, scale: str, label: str = "ligo") -> pd.DataFrame:
+def init_table(runs: pd.DataFrame, task: str, scale: str, label: str | None = None) -> pd.DataFrame:
     """Table 5: small (scratch), large grown with `label` before / after pretraining, large from scratch.
     The grown-but-untrained row takes its eval loss from step 0 of the `label` runs and its downstream scores
-    from runs labelled `<label>-init` (a grown model evaluated downstream without training), if any."""
+    from runs labelled `<label>-init` (a grown model evaluated downstream without training), if any. Default label:
+    the first LiGO start with `-init` runs, else `ligo`."""
     r = runs[(runs["task"] == task) & (runs["scale"] == scale)]
+    if label is None:
+        label = next((start for start in LIGO_STARTS if (r["label"] == f"{start}-init").any()), "ligo")
     small = r[(r["role"] == "small") & (r["label"] == "small")]
     grown = r[(r["role"] == "large") & (r["label"] == label)]
     grown_init = r[(r["role"] == "large") & (r["label"] == f"{label}-init")]

@@ -71,7 +71,7 @@ class GrowthMethod(ABC):
     preserves_function: bool = False   # True where the method claims it; contract tests then check outputs
     trains_with_small: bool = False    # the small model is used in training too (KI's teacher): resume reloads it
     # options a task's per-scale/per-family defaults never set (the method fixes them; a user still may): e.g.
-    # ligo_official is the official init, so the no-dropout families' symmetry-breaking noise is not its default
+    # ligo starts from random width rows, so the no-dropout families' symmetry-breaking noise is not its default
     keeps_own: tuple[str, ...] = ()
 
     def __init__(self, config: Config | None = None, **overrides):

@@ -1,71 +1,49 @@
 """LiGO: Learned Linear Growth Operator (Wang et al., "Learning to Grow Pretrained Models for Efficient
-Transformer Training", ICLR 2023; §3.2-3.4, Appendices A and B.1; DESIGN.md §4).
+Transformer Training", ICLR 2023; §3.2-3.4, Appendices A and B.1), as its authors ran it: `--method ligo`.
 
 `fit` trains the operator of methods/ligo_operator.py for `fit_steps` (100) steps on the *large* model's
 pretraining objective: materialise the large canonical weights from the (constant) small ones ->
 `family.state_from_canonical` -> `family.loss(skeleton, batch, params=state)` (torch.func.functional_call) ->
 backward into the operator only. `grow` then materialises once more, under no_grad, into a plain large
-model that trains as usual. With `fit_steps=0` LiGO is its initial operator, fixed: by default (tying="pinv",
-width_init="net2net", depth_init="stackbert") that is Net2Net's function-preserving width growth with stacking,
-bit for bit, tied output layers included (Proposition 1; methods/ligo_operator.py says why the IN side is B's
-pseudo-inverse and not the literal B of Alg. 1). The fit therefore starts from the best fixed operator.
+model that trains as usual.
 
-A copy init is a symmetric point: a copied unit and its source get equal gradients, in the fit and in training,
-unless something tells them apart. Dropout does where it acts (BERT, RoBERTa, GPT-2: on the residual stream and the
-attention, not between fc1 and fc2, whose copies stay twins, below); a model without dropout (ViT/DeiT, CaiT,
-Llama) keeps every copy equal to its source forever, so Net2Net, StackBERT and LiGO from their init never use the
-extra width (tests/test_ligo.py shows it for the fit; models/twins.py measures it on every run). `fit_noise` adds
-N(0, noise^2/n1) to the new units' rows of every width matrix before a fit (Net2Net's own paper adds noise for the
-same reason), so a new unit starts about `noise` (relative) away from its source; it never applies with
-fit_steps=0, where LiGO stays exactly Net2Net (Proposition 1).
+The defaults are what the official code (VITA-Group/LiGO: ligo.py, run_grow_distributed.py) computes with its
+README's BERT grow command (`--fuse_init_scheme stackbert_noisy rand --max_steps 100`, configs/bert_wiki.txt),
+because that is the start that reproduces the paper's ranking; REPRODUCE.md's verdict says on which pairs. How it
+differs from Alg. 1 as printed:
 
-**Decision (2026-11-26, issue 41): on families trained without dropout the default is fit_noise 0.1** (a task
-default, tasks/registry.py FAMILY_METHOD_DEFAULTS; elsewhere 0, the exact Net2Net start). The evidence, DeiT mini
-(4L/64 -> 4L/128, seeds 0 and 1; REPRODUCE.md Table 2, `python -m bench.sweeps symmetry deit recipes_deit`): from the
-Net2Net start LiGO's twin fraction is 1.00 in every space at step 0 and at step 1,600, and LiGO never reaches
-scratch's accuracy (final 84.5% / 83.9% against 85.1% / 84.6%; with no warm-up on one seed of two, with a tenth
-of the lr on neither); with fit_noise 0.1 it starts as well (83.7% / 82.7% against 83.6% / 82.8%: the noise costs
-no inherited accuracy), has no twins from step 0, ends at 86.0% / 84.9% and saves 9.7% ± 5.8 of scratch's FLOPs
-(seed 1 re-run with its own operator seed on 2026-11-27: 86.0% / 84.4% against the copies' 84.5% / 84.1%, 9.2% ± 6.4).
-With dropout the default stays 0: on the BERT width-only pair (2L/128 -> 2L/192, seeds 0 and 1) dropout parts the
-copies of the residual stream and of the attention heads within 50 steps, though not of the FFN, where no dropout
-acts between fc1 and fc2 (its twin fraction stays 1.00 to step 1,600, gap 4e-4); breaking those too (fit_noise
-0.1: FFN gap 0.13, no twins) changed nothing (final eval loss 3.823 / 3.847 against 3.823 / 3.848, 45.7% of the
-FLOPs saved either way), and 0 keeps the exact Net2Net start of Proposition 1.
+- Depth first: the small layers are mixed per *large* layer, then each large layer is expanded in width with its own
+  matrices (Alg. 1 expands each small layer, then mixes). Every module of every large layer owns its coefficients,
+  weights and biases separately (`separate_bias_depth`); init "stackbert_noisy": U(0, 0.03) everywhere, 1 at
+  l mod L1, the vector normalised to sum 1.
+- Width [I; C]: the first n1 rows are the identity and stay so, only C is learned, every new row of C ~ U(0, 1)
+  normalised to sum 1 ("rand"): each new unit is a positive average of all old units, no new unit a copy of another
+  (so no twins, models/twins.py, and no symmetry-breaking noise: `keeps_own`).
+- Literal tying: a consuming (IN) axis takes the same matrix as the producing one (W [I, C^T]: the new input columns
+  are W C^T), as Alg. 1 prints. With the random rows this adds the old units' weights, averaged, onto the new inputs:
+  the grown model does not compute the small model's function; it starts near it only for the old units.
+- Fit: transformers' AdamW over every coefficient at lr 2e-4, weight decay 0.1, eps 1e-6, clip 1.0, linear schedule
+  with configs/bert_wiki.txt's 10,000 warm-up steps, which the 100-step command does not override: the lr only
+  ramps to 1% of its peak (2e-6). Here the warm-up is 100x `fit_steps` (10,000 at the paper's 100), so the fit keeps
+  that property at every scale; `--set fit_warmup_steps=0` is a fit whose lr moves the operator.
+- Our BERT ties the MLM decoder to the embeddings (paper §3.3), and its head transform's output is the residual
+  stream's space; the official code's model differs there (REPRODUCE.md, "LiGO's start", says how and what it is
+  worth).
 
-**What the copy start costs with dropout too (2026-11-27, issue 41, REPRODUCE.md cause 5).** "Best fixed operator"
-means best at step 0, which is what the fit minimises, not what trains fastest. On BERT-Small->Base mini (seeds 0
-and 1, `python -m bench.sweeps official_start recipes --runs ligo-random ligo_official-pinv ligo_official`) this
-LiGO saves 51.3% ± 0.3 of scratch's FLOPs; with the official random width rows instead of the copies
-(width_init="random", `ligo-random`) 57.7% ± 0.0, though it starts higher (5.253 / 5.306 against 5.236 / 5.278);
-the whole official start (methods/ligo_official.py) 61.3% ± 0.3, first of every method. On the width-only pair
-(2L/128 -> 2L/192, seeds 0 and 1, `python -m bench.sweeps symmetry --runs ligo-random`, REPRODUCE.md Figure 6(b))
-the rows matter more: 54.6% ± 0.6 against 45.1% ± 0.1 from the copies (the official start 57.9% ± 0.4); on DeiT,
-where the default already perturbs the copies, nothing (9.6% ± 6.0 against 9.2% ± 6.4). The copies, parted by
-dropout, stay near-copies where random rows stay apart (twin gap at the end on the width-only pair: Net2Net
-0.19-0.25, 0.00 in the FFN; random rows 0.35-0.79), but distance is not all of it: Net2Net's copies perturbed by
-half a weight std end as far apart and gain 1.6 points, not 9.6. The default stays the copy start all the same:
-DESIGN.md §4 makes Proposition 1's start the default (the fit then starts from Net2Net and the reductions to
-stacking and Net2Net are exact), and the random rows are one option away; the official start is in every
-comparison's sweep (`ligo_official`).
+`ligo_copy` (methods/ligo_copy.py) is the same operator started at Net2Net's copies with B's pseudo-inverse on the
+consuming side: the function-preserving member of the family, which Proposition 1's reductions test.
 
 The fit runs where the small model lives, which is the run's device (runs/experiment.py moves it there): the
 operator, the large skeleton and the batches go to that device, and the large model's forward/backward runs
 under bf16 autocast when the recipe says `bf16`. The materialisation itself stays float32; under bf16 on a GPU the
 fit's materialisations use TF32 matmuls (`tf32_matmuls`): their error, ~1e-3 relative, is below the bf16 rounding
 the forward applies to those same weights (2^-8), and its Gram products and contractions are most of the fit's
-float32 work (1.41 TFLOP a step at BERT-Small->Base). `grow` materialises the grown model in IEEE float32.
+float32 work. `grow` materialises the grown model in IEEE float32.
 
 Distributed (torchrun; runs/distributed.py): every rank materialises the operator, runs its share of the step's
 micro-batches, and the operator's gradients are averaged over the ranks before the update, so W processes fit
 what one process fits with W times the micro-batches (each micro-batch seeds its own dropout). The fit's batch is
 the training's global batch: grad_accum micro-batches per rank per step.
-
-Defaults follow the paper (width first, full matrices, one width matrix per space, one depth w per module
-type); the paper's literal tying is tying="literal", App. A's separate A's tying="untied"; the official code
-(VITA-Group/LiGO, ligo.py) is available option by option: order="depth_first", width_form="identity_prefix",
-separate_bias_depth=True, depth_init="stackbert_noisy", width_init="random" (with tying="literal", what it
-computes).
 """
 from __future__ import annotations
 
@@ -88,40 +66,41 @@ from models.canonical import Canonical
 from models.flops import backward_flops
 from models.seeding import seed_dropout
 from tasks.data import derive_seed
-from tasks.rules import above, adam_betas, at_least, integer_at_least
+from tasks.rules import above, adam_betas, at_least, integer_at_least, is_int
+
+
+OFFICIAL_FIT_WARMUP_PER_STEP = 100   # configs/bert_wiki.txt warmup_steps 10000 over the README's --max_steps 100
 
 
 @dataclass
 class LigoConfig(Config):
     fit_steps: int = 100                 # paper §3.2 "e.g., 100 iterations"; the official README's --max_steps 100
-    order: str = "width_first"           # "width_first" (paper Alg. 1) | "depth_first" (official code)
-    width_form: str = "full"             # "full": B [D2, D1] | "identity_prefix" (official: [I; C], only C learned)
-    tying: str = "pinv"                  # IN side: "pinv", B's pseudo-inverse | "literal" (A = B, Alg. 1) | "untied"
-    separate_bias_depth: bool = False    # official: every module with a bias has separate weight/bias w
-    depth_init: str = "stackbert"        # "stackbert" | "interpolation" | "stackbert_noisy" (official README)
-    width_init: str = "net2net"          # "net2net" | "random" (official README: normalised uniform rows)
+    order: str = "depth_first"           # "depth_first" (official code) | "width_first" (paper Alg. 1)
+    width_form: str = "identity_prefix"  # "identity_prefix" (official: [I; C], only C learned) | "full": B [D2, D1]
+    tying: str = "literal"               # IN side: "literal" (A = B, Alg. 1) | "pinv", B's pseudo-inverse | "untied"
+    separate_bias_depth: bool = True     # official: every module with a bias has separate weight/bias w
+    depth_init: str = "stackbert_noisy"  # "stackbert_noisy" (official README) | "stackbert" | "interpolation"
+    width_init: str = "random"           # "random" (official "rand": rows U(0, 1) normalised) | "net2net"
     init_noise: float = 0.03             # official --fuse_init_noise default (stackbert_noisy)
-    fit_noise: float = 0.0               # symmetry-breaking noise on new width rows before a fit (0.1 without dropout)
+    fit_noise: float = 0.0               # symmetry-breaking noise on new width rows before a fit (for copy starts)
     seed: int = 0                        # operator init, fit noise (net2net's maps at one seed); default: run's --seed
     # Optimiser of the operator fit (prefixed fit_ so that `--set lr=...` keeps meaning the training recipe):
     # official run_grow_distributed.py `train` (transformers AdamW over every operator coefficient -- none
     # matches its no-decay names -- eps from --adam_epsilon 1e-6, clip --max_grad_norm 1.0,
-    # get_linear_schedule_with_warmup) with configs/bert_wiki.txt (lr 2e-4, weight decay 0.1). That config
-    # also sets warmup_steps 10000, which the README's 100-step grow command does not override: the official
-    # fit then only ramps lr from 0 to 2e-6. We default to no warmup (lr 2e-4 decaying linearly to 0 over
-    # the fit); fit_warmup_steps=10000 reproduces the official command exactly.
+    # get_linear_schedule_with_warmup) with configs/bert_wiki.txt (lr 2e-4, weight decay 0.1, warm-up as above).
     fit_lr: float = 2e-4
     fit_weight_decay: float = 0.1
     fit_adam_eps: float = 1e-6
     fit_adam_betas: tuple = (0.9, 0.999)
     fit_max_grad_norm: float = 1.0
-    fit_warmup_steps: int = 0
+    fit_warmup_steps: int | None = None  # None: 100 x fit_steps, the official ratio
     RULES = {"fit_steps": integer_at_least(0, " (0: grow with the initial operator)"),
              "init_noise": at_least(0), "fit_noise": at_least(0, " (0: no noise)"),
              "fit_lr": above(0), "fit_weight_decay": at_least(0), "fit_adam_eps": above(0),
              "fit_adam_betas": adam_betas("fit_adam_betas"),
              "fit_max_grad_norm": at_least(0, " (0: no clipping)"),
-             "fit_warmup_steps": integer_at_least(0)}
+             "fit_warmup_steps": ((lambda v: v is None or (is_int(v) and v >= 0)),
+                                  "an integer >= 0, or none (100 x fit_steps, the official ratio)")}
 
 
 def materialise_flops(operator: LigoOperator, small: Canonical) -> float:
@@ -277,10 +256,13 @@ class FitSession:
 class Ligo(GrowthMethod):
     Config = LigoConfig
     preserves_function = False           # learned: neither the init nor the fit claims function preservation
+    keeps_own = ("fit_noise",)           # random rows have no twins to separate: a family's noise default is not its
 
     def __init__(self, config=None, **overrides):
         super().__init__(config, **overrides)
         c = self.config
+        if c.fit_warmup_steps is None:
+            c.fit_warmup_steps = OFFICIAL_FIT_WARMUP_PER_STEP * c.fit_steps
         check_choice("order", c.order, ORDERS)
         check_choice("width_form", c.width_form, WIDTH_FORMS)
         check_choice("depth_init", c.depth_init, DEPTH_INITS)
@@ -294,7 +276,7 @@ class Ligo(GrowthMethod):
 
     def check_pair(self, task):
         if self.config.width_init == "net2net":
-            check_net2net_init(task.small, task.large)
+            check_net2net_init(task.small, task.large, self.name)
 
     # -- the operator ------------------------------------------------------------------------------------------
     def build_operator(self, canon: Canonical, task) -> LigoOperator:

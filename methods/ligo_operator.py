@@ -293,12 +293,12 @@ class LigoOperator(nn.Module):
         return next(iter(self.depth.values())).dtype if len(self.depth) else torch.float32
 
 
-def check_net2net_init(small: ModelSpec, large: ModelSpec) -> None:
+def check_net2net_init(small: ModelSpec, large: ModelSpec, method: str = "ligo") -> None:
     """width_init="net2net" needs what Net2Net needs (head_dim kept; under GQA the group size kept)."""
     try:
         check_whole_heads(small, large)
     except ValueError as e:
-        raise ValueError(f"ligo's width_init='net2net': {e}; use width_init='random' for this pair") from None
+        raise ValueError(f"{method}'s width_init='net2net': {e}; use width_init='random' for this pair") from None
 
 
 def pinv_transposed(B: torch.Tensor, solve_infos: list | None = None) -> torch.Tensor:

@@ -109,8 +109,8 @@ def test_list_reads_the_registries_without_importing_torch():
      "net2net grows grouped-query attention by whole key/value groups"),
     (("--method", "stackbert", "--task", "llama_small_base", "--set", "large.kv_heads=2"),     # its width operator
      "net2net grows grouped-query attention by whole key/value groups"),
-    (("--method", "ligo", "--task", "llama_small_base", "--set", "large.kv_heads=2"),
-     "ligo's width_init='net2net'"),
+    (("--method", "ligo_copy", "--task", "llama_small_base", "--set", "large.kv_heads=2"),
+     "ligo_copy's width_init='net2net'"),
     (("--method", "scratch", "--task", "gpt2_base_medium", "--set", "large.kv_heads=1"),
      "gpt2 has no grouped-query attention"),
 ])
@@ -139,8 +139,8 @@ def test_list_one_method_prints_its_options(capsys):
     assert out.startswith("ligo: LiGO")
     assert "  fit_steps            int            default 100 (mini 20, tiny 3)\n" in out
     assert "accepts an integer >= 0 (0: grow with the initial operator)" in out
-    assert '"width_first" (paper Alg. 1) | "depth_first" (official code)' in out      # the line's own comment
-    assert run.main(["--list", "--method", "ligo_official"]) == 0
-    assert "official: [I; C], only C learned" in capsys.readouterr().out
+    assert '"depth_first" (official code) | "width_first" (paper Alg. 1)' in out      # the line's own comment
+    assert run.main(["--list", "--method", "ligo_copy"]) == 0
+    assert "one-hot on l mod L1" in capsys.readouterr().out
     assert run.main(["--list", "--method", "lgo"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown method 'lgo'; did you mean 'ligo'?")

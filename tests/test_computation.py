@@ -45,18 +45,18 @@ def test_distillation_and_seed_make_another_computation(trained):
     assert initial_fingerprint(shorter, get_method("scratch"), 0, None) != scratch
 
 
-@pytest.mark.parametrize("method", ["net2net", "ligo"])
+@pytest.mark.parametrize("method", ["net2net", "ligo_copy"])
 def test_the_run_logs_its_fingerprint_at_step_0(method, tmp_path):
     import run
     from runs.record import load_run
     out = tmp_path / method
     args = ["--method", method, "--task", "bert_small_base", "--scale", "tiny", "--quiet", "--out", str(out),
-            "--steps", "2", "--set", "fit_steps=0"] if method == "ligo" else \
+            "--steps", "2", "--set", "fit_steps=0"] if method == "ligo_copy" else \
         ["--method", method, "--task", "bert_small_base", "--scale", "tiny", "--quiet", "--out", str(out), "--steps", "2"]
     assert run.main(args) == 0
     first = load_run(out).metrics[0]
     assert first["step"] == 0 and len(first["computation"]) == 40
-    if method == "ligo":       # LiGO at fit 0 is Net2Net: the same computation as the net2net run
+    if method == "ligo_copy":       # LiGO's copy start at fit 0 is Net2Net: the same computation as the net2net run
         assert run.main(["--method", "net2net", "--task", "bert_small_base", "--scale", "tiny", "--quiet",
                          "--out", str(tmp_path / "n"), "--steps", "2"]) == 0
         assert load_run(tmp_path / "n").metrics[0]["computation"] == first["computation"]

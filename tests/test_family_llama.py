@@ -120,14 +120,14 @@ def test_records_of_other_families_are_unchanged_by_kv_heads():
         ModelSpec("llama", 1, 64, 4, kv_heads=3)
 
 
-@pytest.mark.parametrize("name", ["net2net", "ligo"])
-def test_net2net_and_ligo_init_preserve_a_trained_gqa_llama(name, trained):
+@pytest.mark.parametrize("name", ["net2net", "ligo_copy"])
+def test_net2net_and_ligo_copy_init_preserve_a_trained_gqa_llama(name, trained):
     """Whole key/value groups are copied (group size kept), so every copied query head reads a copy of its own
-    value head; RMSNorm keeps its mean square under balanced copies. LiGO before its fit is Net2Net."""
+    value head; RMSNorm keeps its mean square under balanced copies. LiGO's copy start before its fit is Net2Net."""
     task = make_task("llama", small=dict(layers=2, hidden=64, heads=4, kv_heads=2, ffn=128),
                      large=dict(layers=2, hidden=128, heads=8, kv_heads=4, ffn=256), scale="tiny")
     small = trained(task.small)
-    large = get_method(name, fit_steps=0).grow(small, task) if name == "ligo" else get_method(name).grow(small, task)
+    large = get_method(name, fit_steps=0).grow(small, task) if name == "ligo_copy" else get_method(name).grow(small, task)
     assert relative_logit_gap(small, large, next(learnable_batches(task.small, batch=4, seed=5))) <= 1e-4
 
 
@@ -136,8 +136,8 @@ def test_changing_the_group_size_is_refused_by_copying_methods():
                      large=dict(layers=1, hidden=128, heads=8, kv_heads=2), scale="tiny")
     with pytest.raises(ValueError, match=r"net2net.*key/value groups.*\(4/2 -> 8/2\)"):
         get_method("net2net").grow(build(task.small), task)
-    with pytest.raises(ValueError, match=r"^ligo's width_init='net2net': .*\(4/2 -> 8/2\); use width_init='random'"):
-        get_method("ligo").check_pair(task)
+    with pytest.raises(ValueError, match=r"^ligo_copy's width_init='net2net': .*\(4/2 -> 8/2\); use width_init='random'"):
+        get_method("ligo_copy").check_pair(task)
     # LiGO's learned operator itself has no such constraint: from its random init it grows the pair
-    large = get_method("ligo", width_init="random", fit_steps=0).grow(build(task.small), task)
+    large = get_method("ligo", fit_steps=0).grow(build(task.small), task)
     assert get_family("llama").spec_of(large) == task.large

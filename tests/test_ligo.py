@@ -1,4 +1,4 @@
-"""LiGO (Wang et al., ICLR 2023): Proposition 1 (App. A) for the configuration users run, on weights that have
+"""LiGO (Wang et al., ICLR 2023): Proposition 1 (App. A) for its copy start (`ligo_copy`), on weights that have
 learned (the `trained` fixture: random init keeps logits near zero, where a model k times too confident looks
 right); the §3.3 tyings by their formulas; the operator fit lowering the large model's loss on every family and
 beating the Net2Net init it starts from; FLOPs charged; every official-code option."""
@@ -77,28 +77,28 @@ def test_the_fixture_has_learned(trained):
 @pytest.mark.parametrize("growth", sorted(GROWTHS))
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 @pytest.mark.parametrize("tying", ["pinv", "untied"])
-def test_default_ligo_at_fit_0_is_net2net(config, growth, tying, trained):
+def test_the_copy_start_at_fit_0_is_net2net(config, growth, tying, trained):
     """The default operator (tying="pinv") and App. A's untied one, before any fit, give Net2Net's grown model:
     every tensor bit for bit, the norm feeding a tied output layer included (its 1/count is the IN side of the
     tied decoder)."""
     small, large = pair(config, growth)
     model, task = trained(small), task_of(small, large)
     expected = get_method("net2net").grow(model, task)
-    grown = get_method("ligo", fit_steps=0, tying=tying).grow(model, task)
+    grown = get_method("ligo_copy", fit_steps=0, tying=tying).grow(model, task)
     assert_states_equal(grown, expected)
     assert relative_logit_gap(expected, grown, probe(large)) <= 1e-4
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
-def test_default_ligo_at_fit_0_preserves_function_where_net2net_does(config, trained):
+def test_the_copy_start_at_fit_0_preserves_function_where_net2net_does(config, trained):
     """Width x2 keeps every unit's copy count equal, so LayerNorm statistics and hence the logits are kept: the
     default LiGO reproduces the small model, tied heads too. The paper's literal tying (A = B) sums the copied
     inputs instead of averaging them and scales a tied head's logits: on learned weights that is far off."""
     small, large = pair(config, "x2 width")
     model, task = trained(small), task_of(small, large)
     batch = probe(small)
-    assert relative_logit_gap(model, get_method("ligo", fit_steps=0).grow(model, task), batch) <= 1e-4
-    assert relative_logit_gap(model, get_method("ligo", fit_steps=0, tying="literal").grow(model, task), batch) > 0.1
+    assert relative_logit_gap(model, get_method("ligo_copy", fit_steps=0).grow(model, task), batch) <= 1e-4
+    assert relative_logit_gap(model, get_method("ligo_copy", fit_steps=0, tying="literal").grow(model, task), batch) > 0.1
 
 
 @pytest.mark.parametrize("order", ["width_first", "depth_first"])
@@ -109,7 +109,7 @@ def test_prop1_depth(depth, order, trained):
     small, large = spec("bert", 2, 32, 2), spec("bert", 5, 32, 2)
     model, task = trained(small), task_of(small, large)
     expected = get_method(depth).grow(model, task)
-    assert_states_equal(get_method("ligo", fit_steps=0, depth_init=depth, order=order).grow(model, task), expected)
+    assert_states_equal(get_method("ligo_copy", fit_steps=0, depth_init=depth, order=order).grow(model, task), expected)
     sources = (stack_sources if depth == "stackbert" else interpolate_sources)(2, 5)
     canon = get_family("bert").to_canonical(model)
     op = LigoOperator.from_fixed(canon, large, depth_sources=sources, order=order)
@@ -124,7 +124,7 @@ def test_prop1_fixed_operator_and_orders(order, tying, trained):
     small, large = pair("bert", "x1.5+depth")
     model, task = trained(small), task_of(small, large)
     expected = get_method("net2net", seed=3).grow(model, task)
-    assert_states_equal(get_method("ligo", fit_steps=0, seed=3, order=order, tying=tying).grow(model, task), expected)
+    assert_states_equal(get_method("ligo_copy", fit_steps=0, seed=3, order=order, tying=tying).grow(model, task), expected)
     canon = get_family("bert").to_canonical(model)
     op = LigoOperator.from_fixed(canon, large, stack_sources(2, 4),
                                  net2net_width(small, large, torch.Generator().manual_seed(3)),
@@ -136,7 +136,7 @@ def test_prop1_stackbert_with_net2net_width(trained):
     small, large = pair("bert", "x2 width")
     large = large.with_(layers=4)
     model, task = trained(small), task_of(small, large)
-    assert_states_equal(get_method("ligo", fit_steps=0).grow(model, task), get_method("stackbert").grow(model, task))
+    assert_states_equal(get_method("ligo_copy", fit_steps=0).grow(model, task), get_method("stackbert").grow(model, task))
 
 
 # -- the tyings, by their formulas ---------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def test_fit_lowers_large_loss_below_net2net(family, trained):
     task, fam = task_of(small, large), get_family(family)
     model = trained(small)
     held_out = next(learnable_batches(large, batch=64, seed=99))
-    method = get_method("ligo", fit_steps=20, fit_lr=1e-3)
+    method = get_method("ligo_copy", fit_steps=20, fit_lr=1e-3)
 
     def held_out_loss(grown):
         with torch.no_grad():
@@ -241,7 +241,7 @@ def test_fit_lowers_large_loss_below_net2net(family, trained):
     assert art["ligo_fit.json"]["loss"] == method.fit_loss and art["ligo_operator.pt"].keys()
     sizes = sum(t.numel() for t in art["ligo_operator.pt"].values())
     assert art["ligo_fit.json"]["operator"]["parameters"] == sizes > 0
-    assert method.describe() == get_method("ligo", fit_steps=20, fit_lr=1e-3).describe()   # settings, not outcomes
+    assert method.describe() == get_method("ligo_copy", fit_steps=20, fit_lr=1e-3).describe()   # settings, not outcomes
 
 
 @pytest.mark.parametrize("config", ["bert", "gpt2-untied", "vit"])
@@ -258,14 +258,14 @@ def test_a_fit_step_materialises_once_and_sums_the_micro_batches_gradients(confi
         task = types.SimpleNamespace(small=small, large=large, family=large.family,
                                      recipe=types.SimpleNamespace(bf16=False, grad_accum=k))
         options = dict(fit_steps=2, fit_max_grad_norm=0.0)       # raw gradients, to compare
-        session = FitSession(get_method("ligo", **options), model, task)
+        session = FitSession(get_method("ligo_copy", **options), model, task)
         session.skeleton.eval()                      # no dropout: the reference below draws none
         calls, forward = [], session.op.forward
         session.op.forward = lambda canon, **kw: calls.append(1) or forward(canon, **kw)
         session.step(*micro[:k])
         got = [p.grad.clone() for p in session.op.parameters()]
         assert len(calls) == 1
-        reference = FitSession(get_method("ligo", **options), model, task)
+        reference = FitSession(get_method("ligo_copy", **options), model, task)
         reference.skeleton.eval()
         for batch in micro[:k]:                      # the materialisation made anew for every micro-batch
             state = fam.state_from_canonical(reference.op(reference.canon))
@@ -298,7 +298,7 @@ def test_a_width_matrix_that_lost_rank_is_refused_in_the_fit_and_at_growth(train
     small, large = pair("bert", "x1.5+depth")
     task = types.SimpleNamespace(small=small, large=large, family="bert",
                                  recipe=types.SimpleNamespace(bf16=False, grad_accum=1))
-    session = FitSession(get_method("ligo", fit_steps=2), trained(small), task)
+    session = FitSession(get_method("ligo_copy", fit_steps=2), trained(small), task)
     with torch.no_grad():
         next(iter(session.op.width.values())).zero_()
     with pytest.raises(ValueError, match="lost rank"):
@@ -327,7 +327,7 @@ def test_tf32_is_on_only_inside_a_gpu_bf16_fits_materialisation_and_restored_aft
     for bf16 in (False, True):
         task = types.SimpleNamespace(small=small, large=large, family="bert",
                                      recipe=types.SimpleNamespace(bf16=bf16, grad_accum=1))
-        assert not FitSession(get_method("ligo", fit_steps=1), trained(small), task).tf32     # the CPU
+        assert not FitSession(get_method("ligo_copy", fit_steps=1), trained(small), task).tf32     # the CPU
     assert fit_uses_tf32(torch.device("cuda"), True)
     assert not fit_uses_tf32(torch.device("cuda"), False) and not fit_uses_tf32(torch.device("cpu"), True)
 
@@ -345,7 +345,7 @@ def test_options_give_valid_models(family, options, trained):
     small, large = pair(family, "x1.5+depth")
     task, fam = task_of(small, large), get_family(family)
     model = trained(small)
-    method = get_method("ligo", fit_steps=3, fit_lr=1e-2, **options)
+    method = get_method("ligo_copy", fit_steps=3, fit_lr=1e-2, **options)
     method.fit(model, task, learnable_batches(large, batch=4), FlopsLedger())
     grown = method.grow(model, task)
     ref = fam.build(large)
@@ -369,7 +369,7 @@ def test_options_give_valid_models(family, options, trained):
 
 def test_identity_prefix_stays_identity_after_fit(trained):
     small, large = pair("bert", "x1.5+depth")
-    method = get_method("ligo", fit_steps=5, fit_lr=1e-1, width_form="identity_prefix")
+    method = get_method("ligo_copy", fit_steps=5, fit_lr=1e-1, width_form="identity_prefix")
     model = trained(small)
     before = method.build_operator(get_family("bert").to_canonical(model), task_of(small, large)).width["D"].clone()
     method.fit(model, task_of(small, large), learnable_batches(large, batch=4), FlopsLedger())
@@ -380,7 +380,7 @@ def test_identity_prefix_stays_identity_after_fit(trained):
 def test_stackbert_noisy_rows_normalised_and_fit_steps_zero_skips():
     small, large = pair("bert", "x1.5+depth")
     build = get_family("bert").build
-    method = get_method("ligo", fit_steps=0, depth_init="stackbert_noisy", separate_bias_depth=True)
+    method = get_method("ligo_copy", fit_steps=0, depth_init="stackbert_noisy", separate_bias_depth=True)
     ledger = FlopsLedger()
     method.fit(build(small), task_of(small, large), learnable_batches(large), ledger)
     assert ledger.total == 0 and method.operator is None
@@ -390,9 +390,9 @@ def test_stackbert_noisy_rows_normalised_and_fit_steps_zero_skips():
     assert torch.equal(w.argmax(-1), torch.tensor([0, 1, 0, 1])) and (w > 0).all()
     assert not torch.equal(method.operator.depth["q"], method.operator.depth["q_bias"])
     with pytest.raises(ValueError, match="unknown order"):
-        get_method("ligo", order="sideways")
+        get_method("ligo_copy", order="sideways")
     with pytest.raises(ValueError, match="unknown tying 'tied'"):
-        get_method("ligo", tying="tied")
+        get_method("ligo_copy", tying="tied")
 
 
 # -- symmetry: on a model without dropout a copy init is a fixed point; fit_noise breaks it ------------------
@@ -407,16 +407,16 @@ def _copy_spread(op, n1):
 def test_fit_noise_breaks_the_copies_symmetry_without_dropout(noise, trained):
     small, large = pair("vit", "x2 width")        # ViT has no dropout: nothing else tells a copy from its source
     model = trained(small)
-    method = get_method("ligo", fit_steps=10, fit_lr=1e-2, fit_noise=noise)
+    method = get_method("ligo_copy", fit_steps=10, fit_lr=1e-2, fit_noise=noise)
     ledger = FlopsLedger()
     method.fit(model, task_of(small, large), learnable_batches(large, batch=8), ledger)
     spread = _copy_spread(method.operator, small.hidden)
     if noise == 0:
         assert spread < 1e-5            # the fit moved B but kept every copy equal to its source
-        assert not torch.equal(method.operator.width_matrix("D"), get_method("ligo", fit_steps=0).build_operator(
+        assert not torch.equal(method.operator.width_matrix("D"), get_method("ligo_copy", fit_steps=0).build_operator(
             get_family("vit").to_canonical(model), task_of(small, large)).width_matrix("D"))
     else:
         assert spread > 0.1 * noise / small.hidden ** 0.5
     # fit_steps=0 never adds noise: LiGO at fit 0 stays Net2Net whatever fit_noise says
-    zero = get_method("ligo", fit_steps=0, fit_noise=noise).grow(model, task_of(small, large))
+    zero = get_method("ligo_copy", fit_steps=0, fit_noise=noise).grow(model, task_of(small, large))
     assert_states_equal(zero, get_method("net2net").grow(model, task_of(small, large)))

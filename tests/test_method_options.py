@@ -92,7 +92,7 @@ def test_every_method_is_made_with_every_tasks_defaults(name, scale):
 
 
 def test_the_no_dropout_families_are_those_whose_models_have_no_dropout():
-    """tasks/registry.py NO_DROPOUT decides where LiGO breaks its copies' symmetry by default: it must name exactly
+    """tasks/registry.py NO_DROPOUT decides where LiGO's copy start breaks its copies' symmetry by default: it must name exactly
     the families whose models train without dropout (else the twins it is for part anyway, or never)."""
     import torch
 
@@ -102,8 +102,8 @@ def test_the_no_dropout_families_are_those_whose_models_have_no_dropout():
         active = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in task.build_large().modules())
         assert active == (task.family not in NO_DROPOUT), (name, task.family)
         noise = dict(task.method_defaults).get("fit_noise", 0.0)
-        assert get_method("ligo", task=task).config.fit_noise == noise == (0.1 if task.family in NO_DROPOUT else 0.0)
-        assert get_method("ligo_official", task=task).config.fit_noise == 0.0
+        assert get_method("ligo_copy", task=task).config.fit_noise == noise == (0.1 if task.family in NO_DROPOUT else 0.0)
+        assert get_method("ligo", task=task).config.fit_noise == 0.0          # random rows: no copies to part
 
 
 def test_cli_refuses_a_bad_option_in_one_line_and_writes_nothing(tmp_path, capsys):

@@ -45,7 +45,7 @@ def test_warmup0_starts_at_the_peak_lr_and_is_recorded_and_named(tmp_path):
     assert warmup > 1 and {r["step"]: r["lr"] for r in rows(same) if "lr" in r}[1] == pytest.approx(peak / warmup)
     assert json.loads((same / "config.json").read_text())["grown_recipe"]["name"] == "same"
     assert "grown_recipe" not in json.loads((same / "config.json").read_text())["task"]   # records stay as before
-    assert display("ligo-warmup0") == "LiGO (warmup0)" and display("ligo_official-paper_lr") == "LiGO-official (paper_lr)"
+    assert display("ligo-warmup0") == "LiGO (warmup0)" and display("ligo_copy-paper_lr") == "LiGO (copy start) (paper_lr)"
 
 
 def test_presets_change_only_the_large_recipe():
@@ -165,13 +165,13 @@ def test_analysis_prints_the_headline_savings(tmp_path, capsys):
 
 
 def test_the_official_start_taken_apart_steps_add_up_and_need_every_rung(tmp_path):
-    """starts-<task>-<scale>: growbench's LiGO, then the official parts one group a row; each row's step from the
+    """starts-<task>-<scale>: LiGO's copy start, then LiGO's parts one group a row; each row's step from the
     one above is the difference of their savings, so the steps add up to the official start's lead over LiGO; with a
     rung missing the table is not written (its part would be folded into the next row, under the wrong name)."""
     from analysis.axes import START_PARTS, start_parts_table
     write_run(tmp_path, "scratch", SCRATCH)
     # each rung reaches scratch's final (4.0, at 400 FLOPs) sooner: 300, 240, 220, 180 FLOPs
-    reach = {"ligo": 300, "ligo-random": 240, "ligo_official-pinv": 220, "ligo_official": 180}
+    reach = {"ligo_copy": 300, "ligo_copy-random": 240, "ligo-pinv": 220, "ligo": 180}
     for label, flops in reach.items():
         write_run(tmp_path, label.split("-")[0], [(0, 0, 6.0), (1, flops // 2, 5.0), (2, flops, 4.0)], label=label)
     runs, problems = load_runs(tmp_path)
@@ -182,6 +182,6 @@ def test_the_official_start_taken_apart_steps_add_up_and_need_every_rung(tmp_pat
     assert list(table["FLOPs saved"]) == ["25.0%", "40.0%", "45.0%", "55.0%"]
     assert list(table["step from above"]) == ["--", "+15.0", "+5.0", "+10.0"]
     assert list(table["step 0"]) == ["6.000"] * 4 and list(table["end"]) == ["4.000"] * 4
-    without = [run for run in runs if run.dir.name != "ligo-random-s0"]
+    without = [run for run in runs if run.dir.name != "ligo_copy-random-s0"]
     r, c = runs_frame(without), curves_frame(without)
     assert start_parts_table(c, summarize(all_savings(c, r)), "bert_small_base", "mini").empty

@@ -15,13 +15,14 @@ def test_sweep_labels_match_figures_and_resume_status(tmp_path):
         for p in panels:
             assert set(p.labels or ()) <= labels, p
     todo = plan(["bert", "ligo_init"], "mini", [0, 1])
-    assert len(todo) == len({(e.task, e.name, s) for e, s in todo}) == 20      # shared runs listed once
+    # bert: scratch + 8 methods; ligo_init adds each LiGO start's -init run; 2 seeds; shared runs listed once
+    assert len(todo) == len({(e.task, e.name, s) for e, s in todo}) == 2 * (9 + 2)
     chosen = plan(["recipes"], "mini", [0, 1], labels=["stackbert-warmup0", "ligo-warmup0"])   # --runs
     assert [(e.name, s) for e, s in chosen] == [("ligo-warmup0", 0), ("ligo-warmup0", 1), ("stackbert-warmup0", 0),
                                                 ("stackbert-warmup0", 1)]
     assert dict(chosen[0][0].settings)["grown_recipe"] == "warmup0"
-    deit = plan(["symmetry"], "mini", [2], labels=["ligo-copies"], tasks=["deit_s_b"])    # --tasks
-    assert [(e.task, e.name, s) for e, s in deit] == [("deit_s_b", "ligo-copies", 2)]
+    deit = plan(["symmetry"], "mini", [2], labels=["ligo_copy-copies"], tasks=["deit_s_b"])    # --tasks
+    assert [(e.task, e.name, s) for e, s in deit] == [("deit_s_b", "ligo_copy-copies", 2)]
     with pytest.raises(KeyError, match="gpt2_base_medium"):      # a pair the sweep does not cover selects nothing
         plan(["symmetry"], "mini", [0], tasks=["gpt2_base_medium"])
     d = run_dir(tmp_path, todo[0][0], "mini", 0)
@@ -49,24 +50,24 @@ def test_lemon_decay_trains_the_large_model_for_lemons_uncut_share_and_shares_th
 
 
 def test_official_start_sweep_swaps_one_part_of_the_official_start_at_a_time():
-    """official_start's variants are growbench's LiGO with the official random rows and the official start with
-    growbench's pseudo-inverse tying; the rest of each config is its base method's own, and the plain labels are the
+    """official_start's variants are LiGO's copy start with LiGO's random rows and LiGO's start with the copy start's
+    pseudo-inverse tying; the rest of each config is its base method's own, and the plain labels are the
     recipes sweep's runs (the same settings, so the same directories)."""
     from bench.sweep_registry import SWEEPS
     from bench.sweeps import build
     entries = {e.name: e for e in SWEEPS["official_start"].entries("mini")}
     configs = {name: build(e, "tiny")[1].config for name, e in entries.items() if e.method != "scratch"}
-    official, ligo = configs["ligo_official"], configs["ligo"]
+    official, ligo = configs["ligo"], configs["ligo_copy"]
     assert (official.width_init, official.tying, official.depth_init) == ("random", "literal", "stackbert_noisy")
     assert (ligo.width_init, ligo.tying, ligo.depth_init) == ("net2net", "pinv", "stackbert")
-    assert set(entries) == {"scratch", "ligo", "ligo_official", "ligo_official-pinv", "ligo-random"}
-    for name, base, changed in (("ligo_official-pinv", official, {"tying": "pinv"}),
-                                ("ligo-random", ligo, {"width_init": "random"})):
+    assert set(entries) == {"scratch", "ligo_copy", "ligo", "ligo-pinv", "ligo_copy-random"}
+    for name, base, changed in (("ligo-pinv", official, {"tying": "pinv"}),
+                                ("ligo_copy-random", ligo, {"width_init": "random"})):
         got = {k: v for k, v in vars(configs[name]).items() if v != vars(base)[k]}
         assert got == changed, name
     recipes = {e.name: e for e in SWEEPS["recipes"].entries("mini")}
     same = lambda e: (e.task, e.method, e.name, e.settings)      # noqa: E731
-    assert all(same(entries[n]) == same(recipes[n]) for n in ("scratch", "ligo", "ligo_official"))
+    assert all(same(entries[n]) == same(recipes[n]) for n in ("scratch", "ligo", "ligo_copy"))
 
 
 def test_symmetry_sweep_takes_the_official_start_apart_on_both_pairs():
@@ -79,7 +80,7 @@ def test_symmetry_sweep_takes_the_official_start_apart_on_both_pairs():
         mine = {e.name: e for e in entries if e.task == task}
         for part in official_start_parts(task, DENSE_EVAL):
             assert mine[part.name] == part, (task, part.name)
-        assert {"ligo", "ligo-copies", "ligo_official", "net2net", "direct_copy"} <= set(mine)
+        assert {"ligo", "ligo_copy", "ligo_copy-copies", "net2net", "direct_copy"} <= set(mine)
 
 
 def test_sweep_set_reaches_the_recipe_it_names():

@@ -42,7 +42,7 @@ def test_symmetry_breaking_starts_are_not_twins(trained):
     task = PAIRS["vit"]
     direct = twin_fractions(grown("vit", "direct_copy", trained), task.small)["twins"]
     assert all(v == 0.0 for v in direct.values()), direct          # new units are random
-    official = twin_fractions(grown("vit", "ligo_official", trained), task.small)["twins"]
+    official = twin_fractions(grown("vit", "ligo", trained), task.small)["twins"]
     assert all(v == 0.0 for v in official.values()), official      # new rows are random averages of all units
     lemon = twin_fractions(grown("vit", "lemon", trained), task.small)["twins"]
     assert lemon["D"] == 1.0       # LEMON copies incoming weights; its asymmetry is in the fan-out (split shares)

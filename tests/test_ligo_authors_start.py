@@ -1,4 +1,4 @@
-"""ligo_official is the official code's LiGO (VITA-Group/LiGO ligo.py, its README's BERT grow command): the grown
+"""`ligo` is the official code's LiGO (VITA-Group/LiGO ligo.py, its README's BERT grow command): the grown
 model is computed here again with the official formulas, written independently of methods/ligo_operator.py, from the
 operator's own coefficients, on a tiny BERT pair grown in depth and width from weights that have learned:
 
@@ -51,7 +51,7 @@ def official_outside(tensor, axes, op):
 
 def test_official_init_is_the_official_formulas(trained):
     small_model = trained(TASK.small)
-    method = get_method("ligo_official", task=TASK, fit_steps=0)
+    method = get_method("ligo", task=TASK, fit_steps=0)
     large = get_family("bert").to_canonical(method.grow(small_model, TASK))
     small = get_family("bert").to_canonical(small_model)
     op = method.operator
@@ -67,7 +67,7 @@ def test_official_init_is_the_official_formulas(trained):
 
 
 def test_official_draws_and_fit_schedule():
-    method = get_method("ligo_official", task=TASK, fit_steps=7)
+    method = get_method("ligo", task=TASK, fit_steps=7)
     assert method.config.fit_warmup_steps == 700          # 10,000 warm-up steps over the README's 100
     small = get_family("bert").to_canonical(get_family("bert").build(TASK.small))
     op = method.build_operator(small, TASK)
@@ -91,11 +91,11 @@ def test_official_fit_barely_moves_the_operator(trained):
 
     from runs.ledger import FlopsLedger
     small_model = trained(TASK.small)
-    method = get_method("ligo_official", task=TASK, fit_steps=5)
+    method = get_method("ligo", task=TASK, fit_steps=5)
     before = {k: v.detach().clone() for k, v in method.build_operator(
         get_family("bert").to_canonical(small_model), TASK).state_dict().items()}
     method.fit(small_model, TASK, learnable_batches(TASK.large, batch=8), FlopsLedger())
     moved = max(float((method.operator.state_dict()[k] - v).abs().max()) for k, v in before.items())
     assert 0 < moved <= 5 * 2e-4 * 5 / 500 * 1.01     # Adam moves a coefficient by at most ~lr a step
     with pytest.raises(ValueError, match="fit_warmup_steps must be"):
-        get_method("ligo_official", fit_warmup_steps=-1)
+        get_method("ligo", fit_warmup_steps=-1)
