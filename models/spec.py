@@ -1,4 +1,4 @@
-"""ModelSpec: the sizes that define one transformer of any family (DESIGN.md §2 `dims`).
+"""ModelSpec: the sizes that define one transformer of any family (DESIGN.md §2 `spec`).
 
 One dataclass for all five families keeps tasks and growth methods family-agnostic; fields a family does
 not use keep their defaults (a text model has no patch size, a ViT no vocabulary).

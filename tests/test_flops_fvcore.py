@@ -1,6 +1,6 @@
 """An independent FLOPs cross-check with fvcore (issue 44: the design names it): fvcore's FlopCountAnalysis traces
 the model and counts each matmul's multiply-adds; twice its matmul count must equal the analytic forward_flops the
-ledger charges. Attention runs eagerly here: fvcore does not see inside SDPA (DESIGN.md), the other cross-check,
+ledger charges. Attention runs eagerly here: fvcore does not see inside SDPA (DESIGN.md §6), the other cross-check,
 torch's FlopCounterMode under the MATH backend, covers it (tests/test_family_*.py)."""
 import pytest
 import torch
