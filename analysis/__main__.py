@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from analysis import axes, figures, regime, tables
+from analysis import axes, figures, regime, tables, verdict
 from analysis.frames import curves_frame, runs_frame
 from analysis.load import load_runs
 from analysis.savings import all_savings, summarize
@@ -32,6 +32,8 @@ from runs.signals import signals_held, stop_signals_as_interrupt, stop_status, s
 
 # the paper's tables: name -> (task, builder, caption). Table 4 (model configurations) is the task registry
 # itself (tests check it). Table 6 is written only where runs carry AdapterFusion scores (eval.json "adapters").
+DEFAULT_FORMATS = ["png", "pdf"]
+REPRODUCE = Path(__file__).resolve().parents[1] / "REPRODUCE.md"   # where the verdict's reasons are
 MANIFEST = ".written"       # the files the last analysis into an --out wrote (staged: a re-analysis drops them)
 PAPER_TABLES = {
     "table1": ("bert_small_base", "savings", "Table 1: BERT-Small→BERT-Base, savings and downstream scores"),
@@ -214,6 +216,17 @@ def staged(out: Path):
 
 
 
+def command_line(args) -> str:
+    """The analysis command that wrote an output, as a user would type it again (report.md says it)."""
+    parts = ["python -m analysis", f"--runs {args.runs}"]
+    if getattr(args, "controls", None) is not None:
+        parts.append(f"--controls {args.controls}")
+    parts.append(f"--out {args.out}")
+    if list(args.formats) != DEFAULT_FORMATS:
+        parts.append("--formats " + " ".join(args.formats))
+    return " ".join(parts)
+
+
 def check_args(args) -> str | None:
     """Why these arguments cannot work (one line), or None: checked before a file is written, so a typo in
     --formats does not come after twenty files. --out must be new, empty, or an earlier analysis's output (it
@@ -263,7 +276,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", required=True, help="directory searched (recursively) for run records")
     p.add_argument("--out", required=True, help="where tables, figures and report.md go (new, empty, or an "
                    "earlier analysis's output)")
-    p.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats (default: png pdf)")
+    p.add_argument("--formats", nargs="+", default=DEFAULT_FORMATS, help="figure formats (default: png pdf)")
     p.add_argument("--controls", type=Path, default=None,
                    help="records of the no-growth control (bench/small_continued.py), for the regime check")
     args = p.parse_args(argv)
@@ -314,7 +327,8 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
         summary.to_csv(out / "savings_summary.csv", index=False)
         written += [out / "savings_seeds.csv", out / "savings_summary.csv"]
 
-    report = [f"# Analysis of {args.runs}", "", f"{len(runs_list)} complete runs read; "
+    report = [f"# Analysis of {args.runs}", "", f"Written by `{command_line(args)}`.", "",
+              f"{len(runs_list)} complete runs read; "
               f"{sum(p.kind in ('incomplete', 'corrupt', 'duplicate') for p in problems)} left out.", "",
               TARGET_NOTE, ""]
     checks = regime.check_all(runs, runs_frame(args.control_runs) if args.controls is not None else None)
@@ -329,6 +343,13 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
     groups = sorted(set(zip(runs.loc[runs["role"] == "large", "task"], runs.loc[runs["role"] == "large", "scale"])))
     scales = sorted({s for _, s in groups})
     missing = []
+    for scale in scales:                # the verdict first: the answer at a glance, its reasons linked
+        df = verdict.verdict_table(summary, runs, checks, scale, os.path.relpath(REPRODUCE, args.out.absolute()))
+        if not df.empty:
+            caption = (f"Verdict [{scale} scale]: one line per result of the paper, computed from these records "
+                       f"(analysis/verdict.py says how each is judged)")
+            written += write_table(df, out, f"verdict-{scale}", caption)
+            report += [f"## Verdict [{scale}]", "", markdown(df, caption), ""]
     report += ["## Paper tables", ""]
     for scale in scales:
         for name, (task, kind, caption) in PAPER_TABLES.items():

@@ -5,8 +5,8 @@ scratch ends no better than the small model, a "saving" measures noise. Per text
 least 1 nat below the unigram cross-entropy of the eval tokens (config reference.unigram_ce, runs/experiment.py),
 scratch ends below the small model, and the small model was pretrained on at least half the tokens the large one
 trains on. Per vision task: at least 5,000 eval images (reference.eval_items) and scratch at least 1 point
-of accuracy above the small model. Every task: LiGO's default operator fit (the run labelled `ligo`) costs at
-most 2% of scratch's total FLOPs (the paper's "negligible", §4.1). With `--controls` (records of
+of accuracy above the small model. Every task: LiGO's default operator fit (the run labelled `ligo`, else
+`ligo_copy`) costs at most 2% of scratch's total FLOPs (the paper's "negligible", §4.1). With `--controls` (records of
 bench/small_continued.py: task `<task>_smallcont`, the pair's small model trained on at its own size under the large
 recipe, nothing grown), every task: that control stays short of scratch's final value at every seed and every
 evaluation (the rule savings credit a method by); where the small
@@ -41,6 +41,7 @@ class Check:
     name: str
     status: str           # "PASS" | "FAIL" | "n/a (why)"
     detail: str = ""
+    short: str = ""       # a few words for the verdict's regime cell (analysis/verdict.py)
 
 
 def _verdict(ok: bool) -> str:
@@ -71,21 +72,21 @@ def check_task(runs: pd.DataFrame, task: str, scale: str, controls: pd.DataFrame
     vision = large["final_acc"].notna().any()
     out = []
 
-    def add(name, status, detail=""):
-        out.append(Check(task, scale, name, status, detail))
+    def add(name, status, detail="", short=""):
+        out.append(Check(task, scale, name, status, detail, short))
 
     no_small, no_scratch = "n/a (no small-model record small-s<seed>)", "n/a (no scratch run)"
     if vision:
         items = _vals(large, "eval_items")
         add(f"eval images >= {MIN_EVAL_ITEMS:,}",
             _verdict(items.min() >= MIN_EVAL_ITEMS) if len(items) else "n/a (records carry no reference.eval_items)",
-            f"{int(items.min()):,} eval images" if len(items) else "")
+            f"{int(items.min()):,} eval images" if len(items) else "", "eval images")
         sm, sc = _vals(small, "final_acc"), _vals(scratch, "final_acc")
         name = "scratch final acc >= small final acc + 1 point"
         if len(sm) and len(sc):
             add(name, _verdict(sc.min() >= sm.max() + ACC_MARGIN),
                 f"scratch {100 * sc.min():.2f}% ({_seeds(len(sc))}) vs small {100 * sm.max():.2f}% "
-                f"(best of {len(sm)}) + 1")
+                f"(best of {len(sm)}) + 1", "scratch vs small")
         else:
             add(name, no_small if not len(sm) else no_scratch)
     else:
@@ -102,22 +103,25 @@ def check_task(runs: pd.DataFrame, task: str, scale: str, controls: pd.DataFrame
             u = uni_small.mean()
             add(name, _verdict(sm.max() <= u - UNIGRAM_MARGIN),
                 f"small {sm.max():.3f} ({_seeds(len(sm))}) vs unigram {u:.3f} - {UNIGRAM_MARGIN:g} = "
-                f"{u - UNIGRAM_MARGIN:.3f}")
+                f"{u - UNIGRAM_MARGIN:.3f}", "small vs unigram")
         name = "scratch final < small final"
         if len(sm) and len(sc):
             add(name, _verdict(sc.max() < sm.min()),
-                f"scratch {sc.max():.3f} ({_seeds(len(sc))}) vs small {sm.min():.3f} (best of {len(sm)})")
+                f"scratch {sc.max():.3f} ({_seeds(len(sc))}) vs small {sm.min():.3f} (best of {len(sm)})",
+                "scratch vs small")
         else:
             add(name, no_small if not len(sm) else no_scratch)
         out.append(_tokens_check(task, scale, small, scratch, large))
-    ligo = large[large["label"] == "ligo"]
+    # LiGO's default fit: LiGO as its authors ran it, else its copy start where the pair has only that
+    ligo = next((part for label in ("ligo", "ligo_copy") if len(part := large[large["label"] == label])),
+                large.iloc[0:0])
     fit, total = _vals(ligo, "fit_flops"), _vals(scratch, "flops")
     name = f"LiGO fit FLOPs <= {100 * FIT_SHARE:g}% of scratch's"
     if len(fit) and len(total) and total.min() > 0:
         add(name, _verdict(fit.max() <= FIT_SHARE * total.min()),
-            f"fit {fit.max():.3g} = {100 * fit.max() / total.min():.2f}% of scratch's {total.min():.3g}")
+            f"fit {fit.max():.3g} = {100 * fit.max() / total.min():.2f}% of scratch's {total.min():.3g}", "fit share")
     else:
-        add(name, "n/a (no run labelled ligo)" if not len(fit) else no_scratch)
+        add(name, "n/a (no run labelled ligo or ligo_copy)" if not len(fit) else no_scratch)
     if controls is not None:
         out.append(_control_check(task, scale, scratch, controls, "final_acc" if vision else "final_loss"))
     return out
@@ -137,14 +141,15 @@ def _control_check(task, scale, scratch, controls, metric) -> Check:
              and pd.notna(sc[metric].iloc[0])]
     if not pairs:
         why = "no control run" if not len(c) else "no scratch run of the control's seeds"
-        return Check(task, scale, name, f"n/a ({why}: bench/small_continued.py)")
+        return Check(task, scale, name, f"n/a ({why}: bench/small_continued.py)", short="no control")
     higher = metric == "final_acc"
     reached = [seed for seed, _, top, sc in pairs if (top >= sc if higher else top <= sc)]
     fmt = (lambda v: f"{100 * v:.2f}%") if higher else (lambda v: f"{v:.3f}")
     detail = "; ".join(f"s{seed}: trained on {fmt(ctl)}" + (f" (best {fmt(top)})" if top != ctl else "")
                        + f" vs scratch {fmt(sc)}" for seed, ctl, top, sc in sorted(pairs))
     return Check(task, scale, name, _verdict(not reached),
-                 detail + (f" (reached at s{', s'.join(map(str, reached))})" if reached else ""))
+                 detail + (f" (reached at s{', s'.join(map(str, reached))})" if reached else ""),
+                 "the small model trained on reaches scratch" if reached else "control")
 
 
 def _tokens_check(task, scale, small, scratch, large) -> Check:
@@ -160,9 +165,11 @@ def _tokens_check(task, scale, small, scratch, large) -> Check:
     l_tok, l_src = (l_units.max(), "recorded") if len(l_units) else (
         _tokens(ref["recipe"].iloc[0], world) if len(ref) else None, "recipe")
     if s_tok is None or l_tok is None:
-        return Check(task, scale, name, "n/a (neither the records' token counts nor their recipes)")
+        return Check(task, scale, name, "n/a (neither the records' token counts nor their recipes)",
+                     short="small's tokens")
     return Check(task, scale, name, _verdict(s_tok >= SMALL_TOKEN_SHARE * l_tok),
-                 f"small {s_tok:,.0f} tokens ({s_src}) vs large {l_tok:,.0f} ({l_src}): {s_tok / l_tok:.2f}x")
+                 f"small {s_tok:,.0f} tokens ({s_src}) vs large {l_tok:,.0f} ({l_src}): {s_tok / l_tok:.2f}x",
+                 "small's tokens")
 
 
 def check_all(runs: pd.DataFrame, controls: pd.DataFrame | None = None) -> list[Check]:

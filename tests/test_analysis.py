@@ -341,7 +341,7 @@ def test_regime_checks_pass_fail_and_say_what_is_missing(tmp_path):
         "PASS", "small 2,000 tokens (recorded) vs large 1,000 (recorded): 2.00x")
     assert got[("bert_small_large", "small final")][0].startswith("n/a (records carry no reference.unigram_ce")
     assert got[("bert_small_large", "scratch final")][0].startswith("n/a (no small-model record")
-    assert got[("bert_small_large", "LiGO fit")][0] == "n/a (no run labelled ligo)"
+    assert got[("bert_small_large", "LiGO fit")][0] == "n/a (no run labelled ligo or ligo_copy)"
     assert got[("bert_small_large", "small pretrained")] == ("FAIL",
                                                              "small 16 tokens (small_recipe) vs large 64 (recipe): 0.25x")
     assert got[("bert_base_large", "small pretrained")] == (

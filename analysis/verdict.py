@@ -1,0 +1,356 @@
+"""The verdict: one line per result of the paper, every number computed from the records an analysis reads.
+
+Each `PaperResult` names the paper's claim in a few words (the paper's own numbers: constants of the paper, not of
+the records), the pair it was measured on, a `Claim` that judges the records, and the REPRODUCE.md section that says
+why. A claim reads the savings summary (analysis/savings.summarize) and the regime checks (analysis/regime.py):
+
+- a difference counts only where it exceeds the seeds' spread: the gap between two means must be larger than the sum
+  of their sample standard deviations (one seed each: "1 seed", not decided);
+- a pair whose regime checks do not all pass is no test of the claim: its line says what the records show and
+  "untested (regime)", never yes or no;
+- labels that are one computation (StackBERT = Net2Net) count once, as the savings tables print them.
+
+`verdict_table` returns the lines as a DataFrame of short cells; analysis/__main__.py writes it as verdict.md.
+Nothing here names a record or a number of ours: change a record and the line changes with it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from analysis.identical import merge
+from analysis.tables import display, is_variant, one_label_a_computation
+
+UNTESTED = "untested (regime)"
+
+
+@dataclass(frozen=True)
+class Saving:
+    """One label's FLOPs saving over its seeds (fractions)."""
+    label: str
+    name: str
+    mean: float
+    std: float
+    seeds: int
+    reached: int
+
+    @property
+    def number(self) -> str:
+        """"47.5 ± 3.5" (percent), "47.5" for one seed, "not reached"."""
+        if self.reached == 0:
+            return "not reached"
+        return f"{100 * self.mean:.1f}" + ("" if math.isnan(self.std) else f" ± {100 * self.std:.1f}")
+
+    @property
+    def cell(self) -> str:
+        return f"{self.name} {self.number}"
+
+
+def savings_of(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str,
+               labels: tuple[str, ...] | None = None) -> list[Saving]:
+    """The savings of `labels` (default: the main comparison, variants left out, scratch left out), one per
+    computation, best first (never reached last)."""
+    s = summary[(summary["task"] == task) & (summary["scale"] == scale)]
+    if s.empty:
+        return []
+    keep = s["label"].isin(labels) if labels is not None else ~s["label"].map(is_variant).astype(bool)
+    s = s[keep & (s["label"] != "scratch")]
+    if s.empty:
+        return []
+    r = runs[(runs["task"] == task) & (runs["scale"] == scale) & (runs["role"] == "large")]
+    by_label = s.set_index("label", drop=False)
+    out = [Saving(label, name, row["saving_flops_mean"], row["saving_flops_std"], int(row["n_seeds"]),
+                  int(row["n_reached"]))
+           for label, name in one_label_a_computation(merge(r), s["label"]) for row in [by_label.loc[label]]]
+    return sorted(out, key=lambda v: -v.mean if v.reached else math.inf)
+
+
+def apart(a: Saving, b: Saving) -> bool | None:
+    """Whether a's saving exceeds b's by more than their spreads (True / False), None where a spread is unknown."""
+    if a.reached == 0:
+        return False
+    if b.reached == 0:
+        return True
+    if math.isnan(a.std) or math.isnan(b.std):
+        return None
+    return a.mean - b.mean > a.std + b.std
+
+
+def regime_status(checks, task: str, scale: str) -> str:
+    """"PASS" (every check passed), "FAIL: <the failed checks, in short>", or "n/a: <the checks not taken>"."""
+    mine = [c for c in checks if c.task == task and c.scale == scale]
+    short = lambda c: c.short or c.name        # noqa: E731
+    failed = [short(c) for c in mine if c.status == "FAIL"]
+    if failed:
+        return "FAIL: " + "; ".join(failed)
+    if mine and all(c.status == "PASS" for c in mine):
+        return "PASS"
+    return "n/a: " + "; ".join(short(c) for c in mine if c.status != "PASS") if mine else "n/a"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    result: str        # what the records show, a few words
+    reproduced: str    # yes | partly | no | not decided (...) | untested (regime) | --
+
+
+class Claim:
+    """How a paper result is judged on the records of one pair (subclasses)."""
+
+    def judge(self, summary, runs, task: str, scale: str) -> Verdict | None:     # None: no runs for it
+        raise NotImplementedError
+
+
+# A claim about LiGO is judged on LiGO as its authors ran it where the pair has its runs, else on its copy start
+# (a pair whose LiGO runs predate the authors' start as the default): the cell names which.
+LIGO = ("ligo", "ligo_copy")
+
+
+def present(summary, task: str, scale: str, labels: tuple[str, ...]) -> str | None:
+    """The first of `labels` with runs of `task` at `scale`."""
+    have = set(summary.loc[(summary["task"] == task) & (summary["scale"] == scale), "label"]) if len(summary) else set()
+    return next((label for label in labels if label in have), None)
+
+
+@dataclass(frozen=True)
+class First(Claim):
+    """The method saves the most FLOPs of the main comparison, ahead of the next by more than the spread."""
+    methods: tuple[str, ...] = LIGO
+
+    def judge(self, summary, runs, task, scale):
+        ranked = savings_of(summary, runs, task, scale)
+        method = present(summary, task, scale, self.methods)
+        mine = [v for v in ranked if v.label == method]
+        if not mine:
+            return None
+        me, place = mine[0], ranked.index(mine[0]) + 1
+        others = [v for v in ranked if v is not me]
+        result = f"{me.cell}, {ordinal(place)} of {len(ranked)}"
+        if not others:
+            return Verdict(result, "--")
+        rival = others[0]
+        result += f"; {'next' if place == 1 else 'first'}: {rival.cell}"
+        if place > 1:
+            return Verdict(result, "no" if apart(rival, me) else "partly: level within the spread")
+        verdict = apart(me, rival)
+        return Verdict(result, {True: "yes", False: "partly: first within the spread",
+                                None: "not decided (1 seed)"}[verdict])
+
+
+@dataclass(frozen=True)
+class Ahead(Claim):
+    """The method saves more than `other`, by more than the spread (the paper's margin is in the paper column)."""
+    other: str
+    methods: tuple[str, ...] = LIGO
+
+    def judge(self, summary, runs, task, scale):
+        method = present(summary, task, scale, self.methods)
+        found = {v.label: v for v in savings_of(summary, runs, task, scale, (method, self.other))}
+        if method not in found or self.other not in found:
+            return None
+        me, them = found[method], found[self.other]
+        gap = "" if not (me.reached and them.reached) else f": {100 * (me.mean - them.mean):+.1f} points"
+        verdict = apart(me, them)
+        return Verdict(f"{me.cell} vs {them.cell}{gap}",
+                       {True: "yes", False: "no" if apart(them, me) else "partly: within the spread",
+                        None: "not decided (1 seed)"}[verdict])
+
+
+@dataclass(frozen=True)
+class Saves(Claim):
+    """The method (or its variant `<method><suffix>`) reaches scratch's final value with a positive saving at every
+    seed."""
+    suffix: str = ""
+    methods: tuple[str, ...] = LIGO
+
+    def judge(self, summary, runs, task, scale):
+        label = present(summary, task, scale, tuple(m + self.suffix for m in self.methods))
+        found = savings_of(summary, runs, task, scale, (label,))
+        if not found:
+            return None
+        me = found[0]
+        ok = me.reached == me.seeds and me.mean > 0
+        return Verdict(f"{me.cell} ({me.seeds} seed{'s' * (me.seeds > 1)})", "yes" if ok else "no")
+
+
+
+@dataclass(frozen=True)
+class Adds(Claim):
+    """Each variant of `method` (its labels `<method>-<suffix>`) saves more than `method` itself."""
+    method: str
+    suffixes: tuple[str, ...]
+
+    def judge(self, summary, runs, task, scale):
+        labels = (self.method,) + tuple(f"{self.method}-{s}" for s in self.suffixes)
+        found = {v.label: v for v in savings_of(summary, runs, task, scale, labels)}
+        if self.method not in found or len(found) == 1:
+            return None
+        base = found[self.method]
+        cells, verdicts = [], []
+        for suffix in self.suffixes:
+            v = found.get(f"{self.method}-{suffix}")
+            if v is None or not v.reached:
+                cells.append(f"{suffix} {'not run' if v is None else 'not reached'}")
+                continue
+            cells.append(f"{suffix} {100 * (v.mean - base.mean):+.1f}")
+            verdicts.append(apart(v, base))
+        result = f"over {base.cell}: " + ", ".join(cells)
+        if not verdicts or None in verdicts:
+            return Verdict(result, "not decided (1 seed)" if None in verdicts else "--")
+        n = sum(verdicts)
+        return Verdict(result, "yes" if n == len(self.suffixes) else f"partly: {n} of {len(self.suffixes)}"
+                       if n else "no")
+
+
+@dataclass(frozen=True)
+class FitSteps(Claim):
+    """Table 3: a longer operator fit lowers the saving (the fit's FLOPs grow, its start gains less), for each LiGO
+    start that has fit-steps variants (`<start>-fit<N>`)."""
+    starts: tuple[str, ...] = ("ligo", "ligo_copy")
+
+    def judge(self, summary, runs, task, scale):
+        r = runs[(runs["task"] == task) & (runs["scale"] == scale) & (runs["role"] == "large")]
+        s = summary[(summary["task"] == task) & (summary["scale"] == scale)]
+        parts, verdicts = [], []
+        for start in self.starts:
+            labels = [lab for lab in s["label"] if lab == start or lab.startswith(f"{start}-fit")]
+            if len(labels) < 2 or not any(lab != start for lab in labels):
+                continue
+            steps = {lab: r[r["label"] == lab]["method_config"].iloc[0].get("fit_steps") for lab in labels}
+            rows = s.set_index("label").loc[sorted(labels, key=lambda lab: steps[lab])]
+            means = [m for m in rows["saving_flops_mean"]]
+            parts.append(f"{display(start)}: " + " / ".join(
+                f"{steps[lab]}: {'not reached' if math.isnan(m) else f'{100 * m:.1f}'}"
+                for lab, m in zip(rows.index, means)))
+            reached = [m for m in means if not math.isnan(m)]
+            verdicts.append(len(reached) == len(means) and all(a >= b for a, b in zip(reached, reached[1:])))
+        if not parts:
+            return None
+        return Verdict("; ".join(parts), "yes" if all(verdicts) else "partly" if any(verdicts) else "no")
+
+
+@dataclass(frozen=True)
+class Learns(Claim):
+    """LiGO's learning adds to its initialisation: the run with its fit saves more than the one without
+    (`<method>-nofit`); the other fits of the learning sweep are reported beside it."""
+    method: str = "ligo"
+    others: tuple[str, ...] = ("movingfit", "longfit")
+
+    def judge(self, summary, runs, task, scale):
+        labels = (self.method, f"{self.method}-nofit") + tuple(f"{self.method}-{o}" for o in self.others)
+        found = {v.label: v for v in savings_of(summary, runs, task, scale, labels)}
+        nofit = found.get(f"{self.method}-nofit")
+        if nofit is None or self.method not in found:
+            return None
+        cells = [f"no fit {nofit.number}"]
+        best = None
+        for label, name in [(self.method, "authors' fit")] + [(f"{self.method}-{o}", o) for o in self.others]:
+            v = found.get(label)
+            if v is None:
+                continue
+            cells.append(f"{name} {'not reached' if not v.reached else f'{100 * (v.mean - nofit.mean):+.1f}'}")
+            if v.reached and (best is None or v.mean > best.mean):
+                best = v
+        if best is None:
+            return Verdict("; ".join(cells), "no")
+        verdict = apart(best, nofit)
+        return Verdict("; ".join(cells), {True: "yes", False: "no: within the spread or below",
+                                          None: "not decided (1 seed)"}[verdict])
+
+
+@dataclass(frozen=True)
+class Static(Claim):
+    """A line the records cannot decide (a table of configurations, a result not produced at this scale)."""
+    result: str
+    reproduced: str
+
+    def judge(self, summary, runs, task, scale):
+        return Verdict(self.result, self.reproduced)
+
+
+@dataclass(frozen=True)
+class PaperResult:
+    name: str          # "Table 1, Fig. 2(a-b)"
+    pair: str          # "BERT-Small→Base"
+    task: str
+    paper: str         # the paper's claim, a few words with its numbers
+    claim: Claim
+    section: str       # REPRODUCE.md's section heading that says why
+
+
+PAPER_RESULTS: tuple[PaperResult, ...] = (
+    PaperResult("Table 1, Fig. 2(a-b)", "BERT-Small→Base", "bert_small_base", "LiGO first, 44.7%", First(),
+                "Figure 2 and Table 1 — BERT"),
+    PaperResult("Fig. 2(c)", "BERT-Small→Large", "bert_small_large", "LiGO saves 30.3%", Saves(),
+                "Figure 2 and Table 1 — BERT"),
+    PaperResult("Fig. 2(c)", "BERT-Base→Large", "bert_base_large", "LiGO saves 45.2%", Saves(),
+                "Figure 2 and Table 1 — BERT"),
+    PaperResult("Fig. 3(a-b)", "RoBERTa-Small→Base", "roberta_small_base", "LiGO first, 47.2%", First(),
+                "Figure 3 — RoBERTa and GPT-2"),
+    PaperResult("Fig. 3(c)", "GPT2-Base→Medium", "gpt2_base_medium", "LiGO ~22 points over StackBERT",
+                Ahead("stackbert"), "Figure 3 — RoBERTa and GPT-2"),
+    PaperResult("Table 2, Fig. 4", "DeiT-S→B", "deit_s_b", "LiGO first, 55.4%", First(),
+                "Figure 4 and Table 2 — DeiT"),
+    PaperResult("Fig. 5", "BERT-Small→Base", "bert_small_base", "+4.7 / +7.4 / +8.2 over LiGO",
+                Adds("ligo", ("layerdrop", "tokendrop", "staged")), "Figure 5 — LiGO with orthogonal efficient-training strategies"),
+    PaperResult("Fig. 5 (copy start)", "BERT-Small→Base", "bert_small_base", "as above",
+                Adds("ligo_copy", ("layerdrop", "tokendrop", "staged")), "Figure 5 — LiGO with orthogonal efficient-training strategies"),
+    PaperResult("Fig. 6(a)", "depth only", "bert_depth_only", "LiGO first, 51.7%", First(),
+                "Figure 6 — depth-only and width-only growth"),
+    PaperResult("Fig. 6(b)", "width only", "bert_width_only", "LiGO first, 41.6%", First(),
+                "Figure 6 — depth-only and width-only growth"),
+    PaperResult("Table 3", "BERT-Small→Base", "bert_small_base", "100 → 10,000 fit steps: 44.7 → 38.9%",
+                FitSteps(), "Table 3 — number of LiGO growing steps"),
+    PaperResult("Table 4", "configurations", "bert_small_base", "Table 4's models",
+                Static("the registry's paper scale (`python run.py --list --scale paper`)", "yes"),
+                "Table 4 — model configurations"),
+    PaperResult("Fig. 7", "small model trained briefly", "bert_small_base", "LiGO saves 35.2%",
+                Saves("-smallshort"), "Figure 7 — growing from a briefly trained small model (App. C.1)"),
+    PaperResult("Fig. 8", "CaiT-XS→S", "cait_xs_s", "LiGO first, 52.6%", First(), "Figure 8 — CaiT (App. C.2)"),
+    PaperResult("Table 6", "AdapterFusion", "bert_small_base", "LiGO 82.88 (GLUE)",
+                Static("not produced below paper scale (no embedded adapter suite)", "--"),
+                "Table 6 — AdapterFusion fine-tuning (App. C.4)"),
+    PaperResult("App. C.5", "GPT2-Medium→1.5B", "gpt2_medium_xl", "LiGO saves ~39%", Saves(),
+                "App. C.5 — GPT2-Medium → GPT2-1.5B"),
+    PaperResult("§3.2 (learning)", "BERT-Small→Base", "bert_small_base", "the fit learns the operator",
+                Learns(), "LiGO's learning"),
+    PaperResult("§3.2 (learning)", "RoBERTa-Small→Base", "roberta_small_base", "the fit learns the operator",
+                Learns(), "LiGO's learning"),
+    PaperResult("§3.2 (learning)", "GPT2-Base→Medium", "gpt2_base_medium", "the fit learns the operator",
+                Learns(), "LiGO's learning"),
+)
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def anchor(heading: str) -> str:
+    """The GitHub anchor of a Markdown heading (lower case, spaces to '-', punctuation dropped)."""
+    kept = "".join(ch for ch in heading.lower() if ch.isalnum() or ch in " -_")
+    return kept.replace(" ", "-")
+
+
+def verdict_table(summary: pd.DataFrame, runs: pd.DataFrame, checks, scale: str,
+                  reproduce: str = "../../REPRODUCE.md") -> pd.DataFrame:
+    """One row per paper result whose pair has runs at `scale` (Static rows always): the paper's claim, what the
+    records show, the regime, whether it reproduces, and the section that says why (a link into REPRODUCE.md)."""
+    rows = []
+    for p in PAPER_RESULTS:
+        static = isinstance(p.claim, Static)
+        has_runs = (not summary.empty and ((summary["task"] == p.task) & (summary["scale"] == scale)).any())
+        if not (static or has_runs):
+            continue
+        v = p.claim.judge(summary, runs, p.task, scale)
+        if v is None:
+            continue
+        regime = "--" if static else regime_status(checks, p.task, scale)
+        reproduced = v.reproduced
+        if not static and regime != "PASS" and reproduced not in ("--",):
+            reproduced = f"{UNTESTED}; reads: {reproduced}"
+        rows.append({"Paper result": f"{p.name}: {p.pair}", "Paper": p.paper, "Records": v.result,
+                     "Regime": regime, "Reproduced": reproduced,
+                     "Why": f"[{p.section.split(' — ')[0]}]({reproduce}#{anchor(p.section)})"})
+    return pd.DataFrame(rows, columns=["Paper result", "Paper", "Records", "Regime", "Reproduced", "Why"])
