@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """growbench CLI: one growth-method run on one task.
 
-    python run.py --method ligo --task bert_small_base            # mini scale on CPU, embedded data
+    python run.py --method ligo --task bert_small_base            # regime scale on CPU, embedded data
     python run.py --method scratch --task deit_s_b --scale tiny
     python run.py --list
     torchrun --nproc_per_node 8 run.py --method ligo --task bert_base_large --scale paper --device cuda --set bf16=true
@@ -18,6 +18,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 # stop_signals_as_interrupt and stop_status are run.py's as much as the sweeps' (which import them from here)
 from runs.signals import stop_signals_as_interrupt, stop_status, stopped_by  # noqa: E402,F401
+from tasks.scales import DEFAULT_SCALE, EMBEDDED_SCALES, SCALES  # noqa: E402
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
     p = OneLineArgumentParser(description="Grow a large transformer from a small one and train it.")
     p.add_argument("--method", help="growth method (see --list)")
     p.add_argument("--task", help="task: model pair + data + recipe (see --list)")
-    p.add_argument("--scale", default="mini", help="paper | mini | tiny (default: mini)")
+    p.add_argument("--scale", default=DEFAULT_SCALE, help=f"{' | '.join(SCALES)} (default: {DEFAULT_SCALE})")
     p.add_argument("--steps", type=int, help="training steps of the large model (default: the task's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="run directory (default: runs/out/<task>-<scale>/<method>-s<seed>)")
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
     p.add_argument("--evaluate", metavar="RUN_DIR", help="evaluate an existing run downstream; --set KEY=VALUE "
                    "then sets evaluation options (epochs, lr, batch_size, seeds=0,1,2, max_train, data_dir, ...)")
     p.add_argument("--suite", help="evaluation suites, comma-separated: glue, squad, transfer, adapters, mini "
-                   "(default: mini at mini/tiny scale, the task's suites at paper scale)")
+                   "(default: mini below paper scale, the task's suites at paper scale)")
     p.add_argument("--only", help="evaluate only these tasks of the suites, e.g. --only sst2,cola")
     args = p.parse_args(argv)
     if args.list:        # read from the registries' source, without importing torch (runs/catalog.py)
@@ -118,7 +119,7 @@ def main(argv=None) -> int:
     if args.evaluate:
         with stop_signals_as_interrupt():
             return evaluate_main(args)
-    if args.scale in ("mini", "tiny"):
+    if args.scale in EMBEDDED_SCALES:
         # the embedded scales never need the Hugging Face hub; offline mode spares a long look-up time-out
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:

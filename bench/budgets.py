@@ -8,12 +8,14 @@ comparison, each timed as a whole process started cold, against its target.
   interpolation, MSLT, Net2Net (StackBERT's twin: recorded, not computed), bert2BERT, KI and LiGO) in another
   fresh GROWBENCH_OUT. Target: <= 10 min on one GPU.
 
-    HF_HUB_OFFLINE=1 python bench/budgets.py [--only readme comparison] [--device auto] [--scale mini]
+    HF_HUB_OFFLINE=1 python bench/budgets.py [--only readme comparison] [--device auto] [--scale regime]
         [--seed 0] [--work DIR] [--out bench/results/budgets-<cpu|cuda>.json]
 
 --work keeps the runs (default: a temporary directory, removed afterwards); on a lent GPU give it a folder under
-$OUT and tar the records back. The targets are for the mini scale; at other scales the times are reported
-without one. A measurement whose command fails is an error (its log's tail is printed), never a time.
+$OUT and tar the records back. The targets are for the default scale; at other scales the times are reported
+without one. Each measurement also gives the command's peak resident memory (the largest of the process and its
+children, getrusage's ru_maxrss). A measurement whose command fails is an error (its log's tail is printed), never a
+time.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from bench.cli import check_result_file, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from run import OneLineArgumentParser  # noqa: E402
+from tasks.scales import DEFAULT_SCALE  # noqa: E402
 
 README_COMMAND = ["run.py", "--method", "ligo", "--task", "bert_small_base"]
 TARGETS_S = {("readme", "cpu"): 30 * 60, ("readme", "cuda"): 2 * 60, ("comparison", "cuda"): 10 * 60}
@@ -39,10 +42,10 @@ MEASURES = ("readme", "comparison")
 
 def command(measure: str, scale: str, seed: int, device: str, work: Path) -> list[str]:
     """The measured command line (arguments after the interpreter). The README command keeps README's defaults
-    (scale mini, seed 0, device auto) unless asked otherwise, so that at defaults it is the command users run."""
+    (the default scale, seed 0, device auto) unless asked otherwise, so that at defaults it is the command users run."""
     if measure == "readme":
         args = list(README_COMMAND)
-        args += [] if scale == "mini" else ["--scale", scale]
+        args += [] if scale == DEFAULT_SCALE else ["--scale", scale]
         args += [] if seed == 0 else ["--seed", str(seed)]
     else:
         args = ["-m", "bench.sweeps", "bert", "--scale", scale, "--seeds", str(seed), "--out", str(work / "runs")]
@@ -59,26 +62,41 @@ def resolved_device(device: str) -> tuple[str, str]:
     return resolved.type, environment(resolved)["device_name"]
 
 
-def measure(name: str, args: list[str], work: Path, log) -> float:
-    """Wall seconds of `python <args>` run from the repository root with GROWBENCH_OUT=work (a fresh folder)."""
+def measure(name: str, args: list[str], work: Path, log) -> tuple[float, float]:
+    """(wall seconds, peak resident MB) of `python <args>` run from the repository root with GROWBENCH_OUT=work (a
+    fresh folder). The peak is the command's own: measured in a child process of its own (`peak_rss_child`), so
+    that an earlier measurement's peak is not this one's."""
     work.mkdir(parents=True, exist_ok=False)         # fresh: a cached small model would not be a cold start
     env = {**os.environ, "GROWBENCH_OUT": str(work), "HF_HUB_OFFLINE": "1"}
     log_path = work / f"{name}.log"
     log(f"{name}: python {' '.join(args)}  (GROWBENCH_OUT={work}; log {log_path})")
     started = time.perf_counter()
+    peak_file = work / "peak_rss_mb"
     with open(log_path, "w") as out:
-        rc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run([sys.executable, "-c", PEAK_RSS_CHILD, str(peak_file), sys.executable, *args], cwd=ROOT,
+                            env=env, stdout=out, stderr=subprocess.STDOUT).returncode
     seconds = time.perf_counter() - started
     if rc != 0:
         tail = "".join(log_path.read_text(errors="replace").splitlines(keepends=True)[-15:])
         raise RuntimeError(f"{name}: the command exited {rc} after {seconds:.0f} s; its log ends:\n{tail}")
-    log(f"{name}: {seconds:.1f} s")
-    return seconds
+    peak = float(peak_file.read_text())
+    log(f"{name}: {seconds:.1f} s, peak resident memory {peak:.0f} MB")
+    return seconds, peak
 
 
-def row(name: str, args: list[str], seconds: float, kind: str, scale: str, runs: list[dict] | None = None) -> dict:
-    target = TARGETS_S.get((name, kind)) if scale == "mini" else None
+# Runs the measured command as its child and writes the child's peak resident memory (Linux: ru_maxrss in KiB) to
+# the file named first: the peak of that command alone, whatever this process measured before.
+PEAK_RSS_CHILD = """import resource, subprocess, sys
+rc = subprocess.run(sys.argv[2:]).returncode
+open(sys.argv[1], "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024))
+sys.exit(rc)"""
+
+
+def row(name: str, args: list[str], seconds: float, kind: str, scale: str, runs: list[dict] | None = None,
+        peak_mb: float | None = None) -> dict:
+    target = TARGETS_S.get((name, kind)) if scale == DEFAULT_SCALE else None
     return {"measure": name, "command": "python " + " ".join(args), "seconds": round(seconds, 1),
+            "peak_rss_mb": None if peak_mb is None else round(peak_mb),
             "target_s": target, "within": None if target is None else seconds <= target, "runs": runs or []}
 
 
@@ -98,12 +116,13 @@ def runs_in(work: Path) -> list[dict]:
 
 
 def table(rows: list[dict], device_name: str) -> str:
-    lines = [f"budgets on {device_name}", "| measure | command | wall | target | within |", "|---|---|---:|---:|---|"]
+    lines = [f"budgets on {device_name}", "| measure | command | wall | peak memory | target | within |",
+             "|---|---|---:|---:|---:|---|"]
     for r in rows:
         target = "--" if r["target_s"] is None else f"{r['target_s'] / 60:.0f} min"
         within = "--" if r["within"] is None else ("yes" if r["within"] else "**no**")
         lines.append(f"| {r['measure']} | `{r['command']}` | {r['seconds']:.0f} s ({r['seconds'] / 60:.1f} min) | "
-                     f"{target} | {within} |")
+                     f"{_num(r.get('peak_rss_mb'), '.0f', ' MB')} | {target} | {within} |")
     runs = [(r["measure"], run) for r in rows for run in r.get("runs", [])]
     if runs:
         lines += ["", "| measure | run record | training wall | steps | s / step | final eval loss |",
@@ -121,7 +140,7 @@ def main(argv=None) -> int:
     ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", choices=MEASURES, default=list(MEASURES))
     ap.add_argument("--device", default="auto", help="auto (cuda when available) | cpu | cuda")
-    ap.add_argument("--scale", default="mini")
+    ap.add_argument("--scale", default=DEFAULT_SCALE)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, help="keep the runs here (must not exist yet); default: a temporary folder")
     ap.add_argument("--out", help="result file (default: bench/results/budgets-<cpu|cuda>.json)")
@@ -142,8 +161,8 @@ def main(argv=None) -> int:
     try:
         for done, name in enumerate(args.only, start=1):
             cmd = command(name, args.scale, args.seed, args.device, work / name)
-            seconds = measure(name, cmd, work / name, log)
-            rows.append(row(name, cmd, seconds, kind, args.scale, runs_in(work / name)))
+            seconds, peak = measure(name, cmd, work / name, log)
+            rows.append(row(name, cmd, seconds, kind, args.scale, runs_in(work / name), peak))
             # Written after each measurement, with what is still pending: on a lent GPU whose time runs out
             # mid-measurement, the measurements already made survive (the file never holds a partial one).
             write_result(out, {"device": kind, "device_name": device_name, "scale": args.scale, "seed": args.seed,

@@ -3,6 +3,7 @@ resumed, pruned and evaluated.
 
     python -m bench.sweeps --list                                    # the sweeps and what each covers
     python -m bench.sweeps mini --scale mini --seeds 0 1 --out records/mini --eval mini --prune
+    python -m bench.sweeps bert --seeds 0 1 --out records/regime --prune          # the default scale: regime
     python -m bench.sweeps bert --dry-run                            # the plan: done / resume / new / unavailable
     python -m bench.sweeps recipes --runs ligo-warmup0 --seeds 0     # one run of a sweep, by its label
     python -m analysis --runs records/mini --out results/mini           # then the tables and figures
@@ -33,6 +34,7 @@ from bench.sweep_records import (copy_small_record, evaluate, find_twin, prune, 
                                  stale_reason, status, suites_not_evaluated, twin_name)
 from bench.sweep_registry import SWEEPS, Entry, plan
 from run import OneLineArgumentParser
+from tasks.scales import DEFAULT_SCALE, EMBEDDED_SCALES, SCALES
 
 def run_dir(out: Path, entry: Entry, scale: str, seed: int) -> Path:
     return out / f"{entry.task}-{scale}" / f"{entry.name}-s{seed}"
@@ -136,7 +138,7 @@ def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tup
                          "give another --out to train them again")
 
 
-def run_sweep(names: list[str], scale: str = "mini", seeds: list[int] | None = None, out: Path | None = None,
+def run_sweep(names: list[str], scale: str = DEFAULT_SCALE, seeds: list[int] | None = None, out: Path | None = None,
               only: list[str] | None = None, dry_run: bool = False, prune_done: bool = False,
               device: str = "cpu", common: tuple = (), eval_suites: list[str] | None = None,
               eval_settings: tuple[str, ...] = (), log=print, labels: list[str] | None = None,
@@ -244,7 +246,7 @@ def main(argv=None) -> int:
     p = OneLineArgumentParser(prog="python -m bench.sweeps", description="Run the sweeps behind the paper's "
                                 "tables and figures; complete runs are skipped, incomplete ones resumed.")
     p.add_argument("names", nargs="*", help="sweep names (see --list)")
-    p.add_argument("--scale", default="mini", help="paper | mini | tiny (default: mini)")
+    p.add_argument("--scale", default=DEFAULT_SCALE, help=f"{' | '.join(SCALES)} (default: {DEFAULT_SCALE})")
     p.add_argument("--seeds", type=int, nargs="+", help="default: 0 1 (paper scale: 0)")
     p.add_argument("--out", help="root of the run directories (default: runs/out)")
     p.add_argument("--methods", nargs="+", help="only these methods")
@@ -278,7 +280,7 @@ def main(argv=None) -> int:
             return 0
         print("error: no sweep named; give one or more of the sweeps listed above", file=sys.stderr)
         return 2
-    if args.scale in ("mini", "tiny"):
+    if args.scale in EMBEDDED_SCALES:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")   # the embedded scales never need the hub
     import transformers          # (after HF_HUB_OFFLINE: it is read when transformers is imported)
     transformers.utils.logging.disable_progress_bar()   # as run.py: the runs load and save weights in this process,

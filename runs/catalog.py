@@ -80,11 +80,12 @@ def methods(root: Path = ROOT) -> dict[str, str]:
 
 def tasks(root: Path = ROOT) -> tuple[tuple[str, ...], dict[str, tuple[str, dict]]]:
     """(scales, task name -> (family, {scale: (small, large)})), each model as {layers, hidden, heads}."""
+    from tasks.scales import PAIRS_OF, SCALES     # (no torch: the scale names only)
     registry = ast.parse((root / "tasks" / "registry.py").read_text())
-    scales = _literal(_assigned(ast.parse((root / "tasks" / "task.py").read_text()), "SCALES"), {})
     pairs = _literal(_assigned(registry, "PAIRS"), {"_pair": lambda layers, hidden, heads, **kw: dict(
         layers=layers, hidden=hidden, heads=heads, **kw)})
-    return scales, {name: (family, sizes) for name, (family, sizes, _notes) in pairs.items()}
+    return SCALES, {name: (family, {**sizes, **{s: sizes[of] for s, of in PAIRS_OF.items()}})
+                    for name, (family, sizes, _notes) in pairs.items()}
 
 
 def shape(size: dict) -> str:
@@ -92,7 +93,7 @@ def shape(size: dict) -> str:
     return f"{size['layers']}L/{size['hidden']}H/{size['heads']}{kv}"
 
 
-def listing(scale: str = "mini", root: Path = ROOT) -> str:
+def listing(scale: str = "regime", root: Path = ROOT) -> str:
     scales, pairs = tasks(root)
     if scale not in scales:
         raise ValueError(f"unknown scale '{scale}'; known: {', '.join(scales)}")

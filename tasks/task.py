@@ -14,7 +14,7 @@ from models.flops import backward_flops
 from tasks.data.vision import PER_IMAGE, check_augmentation   # PER_IMAGE: timm.data.create_transform's part
 from tasks.rules import above, adam_betas, at_least, in_range, integer_at_least, one_of
 
-SCALES = ("paper", "mini", "tiny")
+from tasks.scales import SCALES  # noqa: F401  (re-exported: tasks.SCALES)
 # the transformers.get_scheduler names the trainer can drive: built from (warmup, total steps) alone and stepped
 # without a metric (reduce_lr_on_plateau, greedy, the *_min_lr and warmup_stable_decay ones need more; a cosine to a
 # floor is schedule "cosine" with the recipe's min_lr)

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_timed_readme_command_is_the_one_readme_gives():
     """At README's defaults the measured command is, word for word, the main command README.md shows."""
-    args = budgets.command("readme", "mini", 0, "auto", Path("unused"))
+    args = budgets.command("readme", "regime", 0, "auto", Path("unused"))
     assert args == budgets.README_COMMAND
     assert "python " + " ".join(args) in (ROOT / "README.md").read_text()
     # another scale, seed or device is said on the command line, so the record says what was timed
@@ -23,12 +23,12 @@ def test_the_timed_readme_command_is_the_one_readme_gives():
                                                                            "--device", "cpu"]
 
 
-def test_targets_apply_at_mini_only_and_say_when_missed():
-    assert budgets.row("readme", ["run.py"], 1799.0, "cpu", "mini")["within"] is True
-    assert budgets.row("readme", ["run.py"], 121.0, "cuda", "mini")["within"] is False
-    assert budgets.row("comparison", ["x"], 599.0, "cuda", "mini")["within"] is True
-    assert budgets.row("comparison", ["x"], 10.0, "cpu", "mini")["target_s"] is None     # no CPU target set
-    assert budgets.row("readme", ["run.py"], 10.0, "cpu", "tiny")["target_s"] is None
+def test_targets_apply_at_the_default_scale_only_and_say_when_missed():
+    assert budgets.row("readme", ["run.py"], 1799.0, "cpu", "regime")["within"] is True
+    assert budgets.row("readme", ["run.py"], 121.0, "cuda", "regime")["within"] is False
+    assert budgets.row("comparison", ["x"], 599.0, "cuda", "regime")["within"] is True
+    assert budgets.row("comparison", ["x"], 10.0, "cpu", "regime")["target_s"] is None     # no CPU target set
+    assert budgets.row("readme", ["run.py"], 10.0, "cpu", "mini")["target_s"] is None
 
 
 def test_readme_measurement_starts_cold_and_writes_its_time(tmp_path):
@@ -38,6 +38,7 @@ def test_readme_measurement_starts_cold_and_writes_its_time(tmp_path):
     result = json.loads(out.read_text())
     (r,) = result["rows"]
     assert r["measure"] == "readme" and r["seconds"] > 0 and r["target_s"] is None
+    assert 50 < r["peak_rss_mb"] < 24_000           # the command's own peak: a python with torch loaded, in MB
     assert result["device"] == "cpu"
     # the run and the small model it pretrained are inside the measurement's own folder: nothing was cached
     assert (work / "readme" / "bert_small_base-tiny" / "ligo-s0" / "summary.json").exists()
