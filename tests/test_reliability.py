@@ -423,7 +423,7 @@ OTHER_CLIS = [  # (module, arguments, what the one-line error must say): refused
     # what would fail each run after training (or fail every run) is refused before the first one
     ("bench.sweeps", ["bert", "--set", "nosuchkey=1", "--out", "{tmp}/sw", "--dry-run"], "unknown --set key"),
     ("bench.sweeps", ["bert", "--set", "fit_steps=3", "--out", "{tmp}/sw", "--dry-run"],
-     "an option of ligo, ligo_official, not of method 'scratch'"),
+     "an option of ligo, ligo_copy, not of method 'scratch'"),
     ("bench.sweeps", ["bert", "--eval", "nosuite", "--out", "{tmp}/sw", "--dry-run"], "unknown suite 'nosuite'"),
     ("bench.sweeps", ["bert", "--eval", "mini", "--set", "eval.sedes=0", "--out", "{tmp}/sw", "--dry-run"],
      "unknown evaluation option 'sedes'; did you mean 'seeds'"),
@@ -565,7 +565,7 @@ def test_sweep_refuses_a_damaged_run_directory_before_any_run(files, needle, tmp
     """A complete record without its config (or with a damaged one) was a traceback or a message naming no file,
     and only when its turn came; now the plan is refused, naming the directory, and nothing there is touched."""
     from bench.sweeps import main
-    damaged = tmp_path / "bert_small_base-mini" / "stackbert-s0"
+    damaged = tmp_path / "bert_small_base-regime" / "stackbert-s0"        # the default scale
     damaged.mkdir(parents=True)
     for name, text in files.items():
         (damaged / name).write_text(text)
