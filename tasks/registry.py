@@ -133,14 +133,10 @@ STEP_COUNT_DEFAULTS = ("ramp_steps",)
 METHOD_DEFAULTS = {"paper": (), "mini": (("fit_steps", 20), ("ramp_steps", 20)),
                    "tiny": (("fit_steps", 3), ("ramp_steps", 2))}
 
-# Families trained without dropout (tests/test_method_options.py checks which): a copy start's twins get equal gradients and
-# stay twins for the whole run (models/twins.py), so the width they add is never used. On the DeiT mini pair LiGO from
-# its Net2Net start kept every twin for 1,600 steps and never reached scratch's accuracy; the same LiGO with its new
-# units' width rows perturbed (fit_noise 0.1, relative to a unit) started as well (83.7% / 82.7% against 83.6% /
-# 82.8%), had no twins, and reached it (9.7% ± 5.8 FLOPs saved, final 86.0% / 84.9% against 84.5% / 83.9%; with
-# seed 1 re-run with its own operator seed, 9.2% ± 6.4, 86.0% / 84.4% against 84.5% / 84.1%; REPRODUCE.md,
-# Table 2). So on these families a method with that option breaks the symmetry by default; with
-# dropout (BERT, RoBERTa, GPT-2) the copies part anyway and the default stays the exact Net2Net start.
+# Families trained without dropout (tests/test_method_options.py checks which): a copy start's twins get equal gradients
+# and stay twins for the whole run (models/twins.py), so the width they add is never used. On these families a method
+# with a `fit_noise` option (LiGO's copy start) breaks the symmetry by default; with dropout (BERT, RoBERTa, GPT-2) the
+# copies part anyway and the default stays the exact Net2Net start. The evidence: REPRODUCE.md, Table 2 and cause 3.
 NO_DROPOUT = ("vit", "cait", "llama")
 FAMILY_METHOD_DEFAULTS = {family: (("fit_noise", 0.1),) for family in NO_DROPOUT}
 
