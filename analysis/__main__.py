@@ -98,7 +98,7 @@ def headline_line(df, task: str, scale: str, checks) -> str:
     out ('ligo-warmup0'), a failed regime check said first."""
     variant = re.compile(r"\((?!s\d+ = )")       # "LiGO (warmup0)"; not a partial twin mark "(s0 = Net2Net)"
     rows = [r for _, r in df.iterrows()
-            if r["Method"] != "Scratch" and not variant.search(r["Method"].split(" = ")[0])]
+            if r["Method"] != tables.display("scratch") and not variant.search(r["Method"].split(" = ")[0])]
     cells = "; ".join(f"{r['Method']} {r['Savings (FLOPs)']}" for r in rows)
     warning = " [regime check failed]" if regime.caption_warning(checks, task, scale) else ""
     return f"  {task} [{scale}]{warning}: {cells}\n"

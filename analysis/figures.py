@@ -5,10 +5,10 @@ its pretraining record is present (as in Figure 2). Text panels also draw the un
 tokens (config reference.unigram_ce), the loss of a model that learned word frequencies only. Labels that are
 one computation (analysis/identical.py) are one line, named "StackBERT = Net2Net".
 
-Read without the code: a method has one colour on every figure (COLORS), its variants (ligo-warmup0) that colour
-with their own line style and marker; one legend per figure, below the panels, its title a caption saying what
-line and band are (min..max over n seeds, n per line where it differs) and what each reference line is; the
-y-limits come from the method curves, a reference line far from them is written at the axis edge instead; panel
+Read without the code: a method has one colour on every figure (the one it declares), its variants (ligo-warmup0)
+that colour with their own line style and marker; one legend per figure, below the panels, its title a caption
+saying what line and band are (min..max over n seeds, n per line where it differs) and what each reference line is;
+the y-limits come from the method curves, a reference line far from them is written at the axis edge instead; panel
 titles give the shapes the records trained (config.json task.small -> task.large, "BERT 2L/128 → 4L/192"), the
 figure titles the paper's names as the paper's.
 
@@ -29,7 +29,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 import pandas as pd  # noqa: E402
 
+from analysis import names  # noqa: E402
 from analysis.identical import merge  # noqa: E402
+from analysis.names import COLORS, OTHER_COLORS  # noqa: E402,F401  (the fallback for records made before)
 from analysis.savings import mean_curve, scratch_target, target_metric  # noqa: E402
 from analysis.tables import display, is_variant, label_key, method_of  # noqa: E402
 
@@ -86,22 +88,17 @@ UNIGRAM_LABEL = "unigram cross-entropy"
 YLABEL = {"eval_loss": "validation loss (log perplexity)", "eval_acc": "validation accuracy"}
 FAMILY_NAMES = {"bert": "BERT", "roberta": "RoBERTa", "gpt2": "GPT-2", "llama": "LLaMA", "vit": "ViT", "cait": "CaiT"}
 
-# One colour per method on every figure (LiGO red, as it is the subject; its copy start in LiGO's family). Methods are colours; reference lines (scratch final, small model final, unigram) are black or
+# One colour per method on every figure, as the method declares it (analysis/names.py: records carry it; COLORS for
+# records made before). Methods are colours; reference lines (scratch final, small model final, unigram) are black or
 # grey without markers. A variant (ligo-warmup0) keeps its method's colour and takes its own line style and marker.
-COLORS = {"scratch": "tab:blue", "stackbert": "tab:orange", "interpolation": "tab:olive", "mslt": "tab:green",
-          "ki": "tab:purple", "net2net": "tab:brown", "bert2bert": "tab:pink", "ligo": "tab:red",
-          "ligo_copy": "darkred", "direct_copy": "tab:gray", "hypercloning": "teal", "g_stack": "goldenrod",
-          "lemon": "navy", "msg": "tab:cyan"}
-OTHER_COLORS = ["#637939", "#8c6d31", "#7b4173", "#393b79", "#e7969c", "#9c9ede"]   # methods added later (tab20b)
 METHOD_STYLE = ("-", "o")
 VARIANT_STYLES = ["--", ":", "-.", (0, (5, 1, 1, 1, 1, 1))]
 VARIANT_MARKERS = ["s", "^", "D", "v", "P", "X", "*"]
 
 
 def color(label: str):
-    """The colour of a label's method: fixed by the method's name alone, so it is the same on every figure."""
-    head = method_of(label)
-    return COLORS.get(head) or OTHER_COLORS[sum(map(ord, head)) % len(OTHER_COLORS)]
+    """The colour of a label's method (analysis/names.py): fixed by the method alone, the same on every figure."""
+    return names.color(method_of(label))
 
 
 def line_styles(labels) -> dict[str, tuple]:

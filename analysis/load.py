@@ -22,6 +22,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis import names
 
 # Why import runs.record rather than re-implement it: it is the format's one reader, stdlib only (runs/__init__
 # is empty, so no torch is pulled in), and it owns the truncated-last-line recovery that analysis must share.
@@ -78,7 +79,10 @@ CONFIG_TYPES = {"task": (dict,), "method": (dict,), "task.name": (str,), "task.s
                 "method.config": (dict, None), "seed": (int, None), "small": (dict, None), "reference": (dict, None),
                 "task.recipe": (dict, None), "task.small_recipe": (dict, None), "task.family": (str, None),
                 "task.large": (dict, None), "task.small": (dict, None), "distributed": (dict, None),
-                "strategies": (dict, None), "grown_recipe": (dict, None), "same_computation_as": (str, None)}
+                "strategies": (dict, None), "grown_recipe": (dict, None), "same_computation_as": (str, None),
+                # how the analysis shows the method (analysis/names.py): records made before methods declared it lack it
+                "method.display": (dict, None), "method.display.name": (str, None),
+                "method.display.color": (str, None), "method.display.order": (float, None)}
 NESTED_NUMBERS = {"small": ("pretrain_flops", "pretrain_wall"), "reference": ("unigram_ce", "eval_items"),
                   "distributed": ("world_size",)}
 SUMMARY_NUMBERS = ("step", "units", "flops", "wall", "eval_loss", "eval_acc")
@@ -116,8 +120,8 @@ def _types(run: Run) -> str | None:
         if value is missing and None not in kinds:
             return "config.json lacks task.name, task.scale or method.name"
         if value is not missing and not _is(value, kinds):
-            want = " or ".join("null" if k is None else {dict: "an object", str: "a string", int: "an integer"}[k]
-                               for k in kinds)
+            want = " or ".join("null" if k is None else {dict: "an object", str: "a string", int: "an integer",
+                                                         float: "a number"}[k] for k in kinds)
             return f"config.json {key} is {_json_type(value)}, not {want}"
     if run.config.get("seed") is not None and run.config["seed"] < 0:
         return f"config.json seed is {run.config['seed']}, not >= 0"
@@ -256,6 +260,7 @@ def load_runs(root: Path) -> tuple[list[Run], list[Problem]]:
             continue
         seen[key] = run
         runs.append(run)
+        names.learn(run.config["method"])      # how the tables and figures show its method, where the record says
     return runs, problems + recipe_mismatches(runs)
 
 

@@ -21,16 +21,11 @@ import re
 
 import pandas as pd
 
+from analysis import names
 from analysis.identical import merge
+from analysis.names import DISPLAY, ORDER  # noqa: F401  (the fallback for records made before methods declared them)
 from analysis.savings import MACHINE_SPEED_TOLERANCE
 
-# display names and order follow the paper's tables; labels not listed keep their own name, after these
-DISPLAY = {"scratch": "Scratch", "stackbert": "StackBERT", "interpolation": "Interpolation", "mslt": "MSLT",
-           "ki": "KI", "net2net": "Net2Net", "bert2bert": "bert2BERT", "ligo": "LiGO", "ligo_copy": "LiGO (copy start)",
-           "direct_copy": "Direct copy",
-           "hypercloning": "HyperCloning", "g_stack": "G_stack", "lemon": "LEMON", "msg": "MSG",
-           "small": "Small (scratch)"}
-ORDER = list(DISPLAY)
 GLUE_ORDER = ["SST-2", "MNLI", "MNLI-mm", "MRPC", "CoLA", "QNLI", "QQP", "STS-B", "RTE", "WNLI"]
 DOWNSTREAM_ORDER = GLUE_ORDER + ["SQuADv1.1 F1", "SQuADv1.1 EM", "SQuADv2.0 F1", "SQuADv2.0 EM", "Avg. GLUE",
                                  "CIFAR10", "CIFAR100", "Flowers", "Cars", "ChestXRay8"]
@@ -63,16 +58,19 @@ def is_variant(label: str) -> bool:
 
 
 def display(label: str) -> str:
+    """A label's name in tables and legends: its method's display name (as its records declare it, analysis/names.py),
+    a variant's after it in brackets ("LiGO (fit500)"); a label of no known method as it is."""
     head = method_of(label)
     rest = label[len(head):].lstrip("-")
-    return DISPLAY.get(label) or (f"{DISPLAY[head]} ({rest})" if head in DISPLAY and rest else label)
+    return names.name(label) or (f"{names.name(head)} ({rest})" if names.name(head) and rest else label)
 
 
 def label_key(label: str) -> tuple:
-    """The paper's method order, each method before its variants, variants in natural order (fit50 < fit300)."""
+    """The methods' row order (the paper's, as each method declares it), each method before its variants, variants in
+    natural order (fit50 < fit300)."""
     head = method_of(label)
     natural = tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", label) if t)
-    return (ORDER.index(head) if head in ORDER else len(ORDER), label != head, natural)
+    return (names.rank(head), label != head, natural)
 
 
 def pct(mean: float, std: float = math.nan) -> str:
@@ -251,7 +249,7 @@ def fit_steps_table(summary: pd.DataFrame, runs: pd.DataFrame, task: str, scale:
             continue
         cfg = r[r["label"] == row["label"]]["method_config"].iloc[0]
         rows.append({"order": (LIGO_STARTS.index(start), pd.to_numeric(cfg.get("fit_steps"), errors="coerce")),
-                     "Start": DISPLAY[start], "# of Steps": str(cfg.get("fit_steps", "?")),
+                     "Start": display(start), "# of Steps": str(cfg.get("fit_steps", "?")),
                      "+FLOPs": f"{row['fit_flops']:.3g}", "Savings": saving_cell(row, "saving_flops")})
     if not rows:
         return pd.DataFrame()
@@ -275,7 +273,7 @@ def init_table(runs: pd.DataFrame, task: str, scale: str, label: str | None = No
         return pd.DataFrame()
     acc = grown["final_acc"].notna().any()
     final, init = ("final_acc", "init_acc") if acc else ("final_loss", "init_loss")
-    name = DISPLAY.get(label, label)
+    name = names.name(label) or label
     spec = [("Small (scratch)", small, final, small), (f"Large ({name} init)", grown, init, grown_init),
             (f"Large ({name} init + pretrain)", grown, final, grown), ("Large (scratch)", scratch, final, scratch)]
     rows = []

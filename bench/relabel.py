@@ -107,6 +107,9 @@ def apply(moves, renames: dict[str, str], why: str) -> None:
         name = config["method"].get("name")
         if name in renames:
             config["method"]["name"] = renames[name]
+            if "display" in config["method"]:     # how the analysis shows it: the new method's (analysis/names.py)
+                from methods import METHODS
+                config["method"]["display"] = METHODS[renames[name]].presentation()
         twin = config.get("same_computation_as")
         if isinstance(twin, str) and "/" not in twin:      # a sibling run's directory name
             config["same_computation_as"] = renamed_dir(twin, renames)

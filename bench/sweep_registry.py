@@ -8,9 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-ALL_METHODS = ("scratch", "stackbert", "interpolation", "mslt", "net2net", "bert2bert", "ki", "ligo", "ligo_copy")
-
-
 @dataclass(frozen=True)
 class Entry:
     task: str
@@ -36,8 +33,16 @@ class Sweep:
     entries: Callable[[str], list[Entry]]   # scale -> entries (some sweeps differ by scale, e.g. fit steps)
 
 
-def methods(task: str, names=ALL_METHODS) -> list[Entry]:
+def methods(task: str, names) -> list[Entry]:
     return [Entry(task, m) for m in names]
+
+
+def declared(sweep: str) -> tuple[str, ...]:
+    """The methods that declare `sweep` (a main comparison: GrowthMethod.sweeps, methods/registry.py
+    MAIN_COMPARISONS), in the tables' row order (table_order, then name): a method joins from its own file."""
+    from methods import METHODS     # (imports torch: only when such a sweep is planned)
+    return tuple(sorted((n for n, cls in METHODS.items() if sweep in cls.sweeps),
+                        key=lambda n: (METHODS[n].table_order is None, METHODS[n].table_order or 0, n)))
 
 
 def fit_steps_entries(scale: str, starts=("ligo", "ligo_copy")) -> list[Entry]:
@@ -170,14 +175,14 @@ def learning_entries(scale: str, tasks=("bert_small_base", "roberta_small_base",
 
 SWEEPS: dict[str, Sweep] = {s.name: s for s in [
     Sweep("bert", "Table 1, Figure 2(a-b), Table 5, Table 6 savings columns",
-          lambda scale: methods("bert_small_base")),
+          lambda scale: methods("bert_small_base", declared("bert"))),
     Sweep("bert_large", "Figure 2(c)",
           lambda scale: methods("bert_small_large", ("scratch", "ligo", "ligo_copy"))
           + methods("bert_base_large", ("scratch", "ligo", "ligo_copy"))),
-    Sweep("roberta", "Figure 3(a-b)", lambda scale: methods("roberta_small_base")),
-    Sweep("gpt2", "Figure 3(c)", lambda scale: methods("gpt2_base_medium")),
-    Sweep("deit", "Table 2, Figure 4", lambda scale: methods("deit_s_b")),
-    Sweep("cait", "Figure 8 (App. C.2)", lambda scale: methods("cait_xs_s")),
+    Sweep("roberta", "Figure 3(a-b)", lambda scale: methods("roberta_small_base", declared("roberta"))),
+    Sweep("gpt2", "Figure 3(c)", lambda scale: methods("gpt2_base_medium", declared("gpt2"))),
+    Sweep("deit", "Table 2, Figure 4", lambda scale: methods("deit_s_b", declared("deit"))),
+    Sweep("cait", "Figure 8 (App. C.2)", lambda scale: methods("cait_xs_s", declared("cait"))),
     Sweep("orthogonal", "Figure 5", lambda scale: ORTHOGONAL),
     # on this pair LiGO's start is its depth init, literal tying and fit, with no width to grow
     Sweep("depth_only", "Figure 6(a)",
@@ -206,7 +211,7 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
           lambda scale: methods("gpt2_medium_xl", ("scratch", "ligo", "ligo_copy"))),
     Sweep("llama", "not in the paper: a Llama-style pair (GQA, SwiGLU, RMSNorm, rotary) with every method, "
           "HyperCloning, G_stack, LEMON and MSG included",
-          lambda scale: methods("llama_small_base", ALL_METHODS + ("hypercloning", "g_stack", "lemon", "msg"))),
+          lambda scale: methods("llama_small_base", declared("llama"))),
     Sweep("recipes", "E1 (issue 41): the grown model's recipe on BERT-Small->Base: LiGO, its copy start, StackBERT, "
           "bert2BERT under same / warmup0 / paper_lr / warmup0_paper_lr",
           lambda scale: recipe_entries("bert_small_base", ("ligo", "ligo_copy", "stackbert", "bert2bert"),

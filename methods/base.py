@@ -73,6 +73,13 @@ class GrowthMethod(ABC):
     # options a task's per-scale/per-family defaults never set (the method fixes them; a user still may): e.g.
     # ligo starts from random width rows, so the no-dropout families' symmetry-breaking noise is not its default
     keeps_own: tuple[str, ...] = ()
+    # How tables and figures show the method, carried by every record to the analysis (describe()["display"]), and
+    # the main comparisons that run it (methods/registry.py MAIN_COMPARISONS). Declared by each registered class
+    # for itself, never inherited (methods/registry.py OWN): a subclass is another method.
+    display_name: str | None = None    # its row's and legend's name (e.g. "LiGO"); None: the registered name
+    color: str | None = None           # its colour on every figure, a matplotlib colour; None: picked by its name
+    table_order: float | None = None   # its row among the others (the paper's order: scratch 0 ... msg 13); None: after
+    sweeps: tuple[str, ...] = ()       # e.g. MAIN_COMPARISONS, or ("llama",); () : only the sweeps that list it
 
     def __init__(self, config: Config | None = None, **overrides):
         self.config = dataclasses.replace(config or self.Config(), **overrides)
@@ -154,14 +161,22 @@ class GrowthMethod(ABC):
         return task.build_large()
 
     def describe(self) -> dict[str, Any]:
-        """What goes into the run record: name and fully resolved config, and for a method with a seed where it came
+        """What goes into the run record: name and fully resolved config, how the analysis shows the method (`display`:
+        presentation(), not a setting), and for a method with a seed where it came
         from (`seed_source`: SEED_SOURCES; records made before it had none, and drew with seed 0 at every run seed
         unless set). The same before the method fits and grows as after (resume compares it with the record); what
         growing produced goes in artifacts()."""
-        described = {"name": self.name, "config": dataclasses.asdict(self.config)}
+        described = {"name": self.name, "config": dataclasses.asdict(self.config), "display": self.presentation()}
         if self.seed_source is not None:      # where config.seed came from: the run's --seed or --set seed=N
             described["seed_source"] = self.seed_source
         return described
+
+    @classmethod
+    def presentation(cls) -> dict[str, Any]:
+        """How the analysis shows this method (config.json `method.display`; it imports nothing from methods/): its
+        name, colour and place among the rows. Not a setting: no comparison of records reads it
+        (runs/preflight.py comparable_method)."""
+        return {"name": cls.display_name or cls.name or cls.__name__, "color": cls.color, "order": cls.table_order}
 
     def artifacts(self) -> dict[str, Any]:
         """Extra things to save in the run directory (LiGO: its operator and fit curve)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from methods.net2net import Net2Net
-from methods.registry import register_method
+from methods.registry import MAIN_COMPARISONS, register_method
 from methods.width import Net2NetWidth, new_unit_mask
 from models.canonical import OUT, Canonical, grow_width
 from models.spec import ModelSpec
@@ -22,6 +22,11 @@ from models.spec import ModelSpec
 
 @register_method("bert2bert")
 class Bert2Bert(Net2Net):
+    display_name = "bert2BERT"
+    color = "tab:pink"
+    table_order = 6
+    sweeps = MAIN_COMPARISONS
+
     preserves_function = False
 
     def widen(self, canon: Canonical, large: ModelSpec, width: Net2NetWidth) -> Canonical:

@@ -34,6 +34,10 @@ def _tensor(canon: Canonical, section: str, layer: int | None, key: str) -> torc
 
 @register_method("direct_copy")
 class DirectCopy(GrowthMethod):
+    display_name = "Direct copy"
+    color = "tab:gray"
+    table_order = 9
+
     Config = DirectCopyConfig
     preserves_function = False
 

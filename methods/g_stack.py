@@ -46,6 +46,11 @@ def guideline_tokens(params: float, flops: float) -> float:
 class GStack(CopyDepthMethod):
     """G_stack: the whole small model stacked g times in depth (large block l copies small block l mod L1), grown at
     the small model's training budget (growth timing)."""
+    display_name = "G_stack"
+    color = "goldenrod"
+    table_order = 11
+    sweeps = ("llama",)
+
     Config = GStackConfig
     depth_rule = "g_stack: l mod L1, whole model stacked g = L2 / L1 times"
 

@@ -53,6 +53,11 @@ class HyperCloningConfig(Config):
 class HyperCloning(GrowthMethod):
     """HyperCloning: width cloned by an integer factor (every unit tiled, cloned inputs divided by their count),
     function preserving, with optional symmetry-breaking noise that cancels on the cloned inputs."""
+    display_name = "HyperCloning"
+    color = "teal"
+    table_order = 10
+    sweeps = ("llama",)
+
     Config = HyperCloningConfig
     preserves_function = True     # integer width ratios, with or without the noise
 

@@ -7,11 +7,16 @@ the configured operator (default Net2Net FPI) and recorded in `describe()`. Not 
 from __future__ import annotations
 
 from methods.depth import CopyDepthMethod, interpolate_sources
-from methods.registry import register_method
+from methods.registry import MAIN_COMPARISONS, register_method
 
 
 @register_method("interpolation")
 class Interpolation(CopyDepthMethod):
+    display_name = "Interpolation"
+    color = "tab:olive"
+    table_order = 2
+    sweeps = MAIN_COMPARISONS
+
     depth_rule = "interpolate: floor(l * L1 / L2)"
 
     def sources(self, L1, L2):

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical
-from methods.registry import register_method
+from methods.registry import MAIN_COMPARISONS, register_method
 from models import family_of
 from tasks.rules import above, in_range
 
@@ -38,6 +38,11 @@ class KIConfig(Config):
 
 @register_method("ki")
 class KI(GrowthMethod):
+    display_name = "KI"
+    color = "tab:purple"
+    table_order = 4
+    sweeps = MAIN_COMPARISONS
+
     Config = KIConfig
     trains_with_small = True           # the teacher: a resumed run needs it again
 

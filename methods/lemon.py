@@ -207,6 +207,11 @@ def rms(t: torch.Tensor) -> torch.Tensor:
 class Lemon(GrowthMethod):
     """LEMON: lossless width and depth expansion with symmetry breaking (unequal splits of copied units' fan-out,
     new blocks whose outputs cancel), exact on pre-norm families for any width ratio."""
+    display_name = "LEMON"
+    color = "navy"
+    table_order = 12
+    sweeps = ("llama",)
+
     Config = LemonConfig
     preserves_function = True     # width and depth, any ratio, pre-norm; post-norm pairs that are not are refused
 

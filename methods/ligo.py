@@ -60,7 +60,7 @@ from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical
 from methods.ligo_operator import (DEPTH_INITS, ORDERS, TYINGS, WIDTH_FORMS, WIDTH_INITS, LigoOperator, check_choice,
                                   check_net2net_init, check_solves)
-from methods.registry import register_method
+from methods.registry import MAIN_COMPARISONS, register_method
 from models import get_family
 from models.canonical import Canonical
 from models.flops import backward_flops
@@ -254,6 +254,11 @@ class FitSession:
 
 @register_method("ligo")
 class Ligo(GrowthMethod):
+    display_name = "LiGO"
+    color = "tab:red"
+    table_order = 7
+    sweeps = MAIN_COMPARISONS
+
     Config = LigoConfig
     preserves_function = False           # learned: neither the init nor the fit claims function preservation
     keeps_own = ("fit_noise",)           # random rows have no twins to separate: a family's noise default is not its

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from methods.ligo import Ligo, LigoConfig
-from methods.registry import register_method
+from methods.registry import MAIN_COMPARISONS, register_method
 
 
 @dataclass
@@ -38,5 +38,10 @@ class LigoCopyConfig(LigoConfig):
 
 @register_method("ligo_copy")
 class LigoCopy(Ligo):
+    display_name = "LiGO (copy start)"
+    color = "darkred"
+    table_order = 8
+    sweeps = MAIN_COMPARISONS
+
     Config = LigoCopyConfig
     keeps_own = ()                       # its copies take the family's symmetry-breaking noise (module docstring)

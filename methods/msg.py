@@ -153,6 +153,11 @@ class Masks:
 class MSG(GrowthMethod):
     """MSG: the small model in the leading slices of a randomly initialised large one, every new unit and layer
     masked by m ramping from 0 to 1 over `ramp_steps` (function preserving at 0; plain large model from then on)."""
+    display_name = "MSG"
+    color = "tab:cyan"
+    table_order = 13
+    sweeps = ("llama",)
+
     Config = MSGConfig
     preserves_function = True       # at mask 0, for any width and depth growth of the families it supports
 

@@ -25,7 +25,7 @@ import torch
 
 from methods.base import GrowthMethod, Stage
 from methods.depth import CopyDepthConfig, check_width_operator, small_canonical, width_operator
-from methods.registry import register_method
+from methods.registry import MAIN_COMPARISONS, register_method
 from models import build_model, family_of, from_canonical, to_canonical
 from models.canonical import copy_depth, grows_width
 from tasks.rules import in_range, integer_at_least
@@ -49,6 +49,11 @@ def stack_top(canon, depth: int):
 
 @register_method("mslt")
 class MSLT(GrowthMethod):
+    display_name = "MSLT"
+    color = "tab:green"
+    table_order = 3
+    sweeps = MAIN_COMPARISONS
+
     Config = MSLTConfig
     preserves_function = False     # each stack adds a copied block's residual update again
 

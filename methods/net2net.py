@@ -19,7 +19,7 @@ import torch
 
 from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical, stack_sources
-from methods.registry import register_method
+from methods.registry import MAIN_COMPARISONS, register_method
 from methods.width import INDEX_MAPS, Net2NetWidth, check_whole_heads, net2net_width, new_unit_mask
 from models import family_of, from_canonical, get_family
 from models.canonical import Canonical, copy_depth, grow_width
@@ -68,6 +68,11 @@ def _tensor(canon: Canonical, section: str, layer: int | None, key: str) -> torc
 
 @register_method("net2net")
 class Net2Net(GrowthMethod):
+    display_name = "Net2Net"
+    color = "tab:brown"
+    table_order = 5
+    sweeps = MAIN_COMPARISONS
+
     Config = Net2NetConfig
     preserves_function = True     # for width growth by integer ratios; see the module docstring
 

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 from methods.base import Stage
 from methods.depth import CopyDepthMethod, stack_sources
-from methods.registry import register_method
+from methods.registry import MAIN_COMPARISONS, register_method
 
 
 @register_method("stackbert")
 class StackBert(CopyDepthMethod):
+    display_name = "StackBERT"
+    color = "tab:orange"
+    table_order = 1
+    sweeps = MAIN_COMPARISONS
+
     depth_rule = "stack: l mod L1"
 
     def sources(self, L1, L2):

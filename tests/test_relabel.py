@@ -40,7 +40,9 @@ def test_labels_follow_their_method_and_small_models_follow_their_variant():
 def test_names_move_on_in_one_step_with_their_provenance(tmp_path, capsys):
     copy_start, authors = described("ligo_copy"), described("ligo")
     write(tmp_path, "ligo", "ligo", copy_start)              # the copy start, recorded under its old name
-    write(tmp_path, "ligo_official", "ligo_official", authors)
+    # as ligo_official showed itself: the new name's display replaces it
+    write(tmp_path, "ligo_official", "ligo_official", {**authors, "display": {"name": "LiGO (official)", "color": None,
+                                                                             "order": None}})
     twin = write(tmp_path, "ligo-noise0.1", "ligo", copy_start)
     config = json.loads((twin / "config.json").read_text())
     (twin / "config.json").write_text(json.dumps({**config, "same_computation_as": "ligo-s0"}))
@@ -49,6 +51,7 @@ def test_names_move_on_in_one_step_with_their_provenance(tmp_path, capsys):
     assert sorted(p.name for p in pair.iterdir()) == ["ligo-s0", "ligo_copy-noise0.1-s0", "ligo_copy-s0"]
     new = json.loads((pair / "ligo-s0" / "config.json").read_text())
     assert new["method"]["name"] == "ligo" and new["method"]["config"] == authors["config"]
+    assert new["method"]["display"] == {"name": "LiGO", "color": "tab:red", "order": 7}
     assert new["relabelled"] == [{"from": "ligo_official-s0", "to": "ligo-s0", "why": "the default is the authors' start"}]
     assert json.loads((pair / "ligo_copy-noise0.1-s0" / "config.json").read_text())["same_computation_as"] == "ligo_copy-s0"
     assert (pair / "ligo_copy-s0" / "metrics.jsonl").exists()
