@@ -158,9 +158,11 @@ def test_analysis_prints_the_headline_savings(tmp_path, capsys):
     write_run(tmp_path / "runs", "ligo", [(0, 1, 7.0), (1, 101, 4.0)])        # a fit within the regime's 2%
     write_run(tmp_path / "runs", "ligo", [(0, 1, 7.0), (1, 201, 4.0)], label="ligo-warmup0",
               grown_recipe={"name": "warmup0", "changes": {}})
+    write_run(tmp_path / "runs", "ligo_copy", [(0, 1, 7.0), (1, 301, 4.0)])      # a method whose name has brackets
     assert main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--formats", "png"]) == 0
     out = capsys.readouterr().out
-    assert "  bert_small_base [mini]: LiGO 74.8%\n" in out          # the main comparison; variants in the tables
+    # the main comparison; variants in the tables
+    assert "  bert_small_base [mini]: LiGO 74.8%; LiGO (copy start) 24.8%\n" in out
     assert (tmp_path / "out" / "recipes-bert_small_base-mini.md").exists()
 
 
