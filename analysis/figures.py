@@ -202,10 +202,14 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str, styles: dict 
     for task in panel.tasks:
         value = _unigram(curves[(curves["task"] == task) & (curves["scale"] == scale)], "eval_loss")
         unigrams[task] = None if value is None else round(value, 9)
+    left_out: list[str] = []          # a wall-time panel's runs made on another machine than scratch's
     for i, task in enumerate(panel.tasks):
         cur = curves[(curves["task"] == task) & (curves["scale"] == scale)]
         if cur.empty:
             continue
+        if panel.x == "wall":
+            cur, gone = one_machine(cur)
+            left_out += gone
         metric = target_metric(cur)
         scale_y = 100.0 if metric == "eval_acc" else 1.0
         labels, merged = _labels(cur, panel.labels), merge(cur)
@@ -261,7 +265,10 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str, styles: dict 
             ax.axhline(unigram, color="dimgray", lw=1.0, ls=(0, (6, 2, 1, 2)), label=name)
             references.append((unigram, name))
     ax.set_xlabel(XLABEL[panel.x])
-    ax.set_title(" ".join(t for t in (panel.title, shapes(curves, panel.tasks, scale)) if t), fontsize=9)
+    title = " ".join(t for t in (panel.title, shapes(curves, panel.tasks, scale)) if t)
+    if panel.x == "wall" and left_out:
+        title += "\nnot drawn (made on another device or thread count than scratch): " + ", ".join(left_out)
+    ax.set_title(title, fontsize=9 if not left_out else 7)
     ax.grid(alpha=0.3)
     if drawn:
         ax.set_ylabel(YLABEL[metric] + (" (%)" if metric == "eval_acc" else ""))
@@ -271,6 +278,23 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str, styles: dict 
         ax.text(0.5, 0.5, "no growth runs yet" if ax.lines else "no runs", ha="center", va="center",
                 transform=ax.transAxes, color="gray")
     return drawn
+
+
+def one_machine(cur: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """A task's curves for a wall-time panel: only runs made on the machine (device and thread count) scratch's runs
+    were made on, as wall time compares nothing across machines; and the runs left out ("LiGO s1"). Where scratch's
+    seeds ran on several machines, the one most of them used.
+    Load on a shared machine is not recorded: the savings tables' ‡ flags a run whose speed per FLOP differs from its
+    scratch seed's."""
+    if "machine" not in cur or cur.empty:
+        return cur, []
+    scratch = cur[(cur["role"] == "large") & (cur["label"] == "scratch")]
+    if scratch.empty:
+        return cur, []
+    machine = scratch.groupby("seed")["machine"].first().mode().iloc[0]
+    keep = (cur["role"] != "large") | (cur["machine"] == machine)
+    gone = cur[~keep].groupby(["label", "seed"]).size().index
+    return cur[keep], [f"{display(label)} s{seed}" for label, seed in gone]
 
 
 def _unigram(cur: pd.DataFrame, metric: str) -> float | None:

@@ -177,6 +177,8 @@ def curves_frame(runs: list[Run]) -> pd.DataFrame:
         # per run, repeated on its rows: figures merge the lines of runs that are one computation (identical.py)
         comp, twin, curve = fingerprint(r), twin_of(r), curve_digest(r)
         shapes = {f"{part}_spec": r.config["task"].get(part) for part in ("small", "large")}   # figure titles
+        env = r.config.get("environment") or {}
+        machine = f"{env.get('device_name') or env.get('device') or '?'}, {env.get('threads') or '?'} thr."
         for m, full in sorted(zip(r.metrics, full_model_rows(r)), key=lambda mf: mf[0]["step"]):
             if m.get("eval_loss") is None and m.get("eval_acc") is None:
                 continue
@@ -187,10 +189,11 @@ def curves_frame(runs: list[Run]) -> pd.DataFrame:
                          "stage": m.get("stage"), "full_model": full, "unigram_ce": unigram,
                          "computation": comp, "twin_of": twin, "curve": curve,
                          # copy symmetry at this evaluation (models/twins.py), where the pair grows width
-                         "twins": logged_spaces(m.get("twins")), "twin_gap": logged_spaces(m.get("twin_gap")), **shapes})
+                         "twins": logged_spaces(m.get("twins")), "twin_gap": logged_spaces(m.get("twin_gap")),
+                         "machine": machine, **shapes})
     cols = ["task", "scale", "role", "label", "method", "seed", "step", "flops", "wall", "eval_loss",
             "eval_acc", "stage", "full_model", "unigram_ce", "computation", "twin_of", "curve", "twins", "twin_gap",
-            "small_spec", "large_spec"]
+            "machine", "small_spec", "large_spec"]
     df = pd.DataFrame(rows, columns=cols)
     for c in ("eval_loss", "eval_acc", "unigram_ce"):
         df[c] = pd.to_numeric(df[c], errors="coerce")
