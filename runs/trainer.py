@@ -25,7 +25,7 @@ from models.flops import backward_flops, ran_forward
 from models.seeding import seed_dropout
 from models.canonical import grows_width
 from models.twins import twin_fractions
-from runs import distributed
+from runs import allocator, distributed
 from runs.hardware import device_peak_flops
 from runs.ledger import FlopsLedger
 from runs.record import RunWriter, save_atomic
@@ -337,6 +337,9 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
                 save_checkpoint(ckpt_path, model, optimizer, scheduler, state, ledger, stage_index)
             else:
                 writer.log(row)
+            # the C heap's free pages back to the system: on glibc a masked LM's steps (tensors of a new size every
+            # batch) fragment the heap and the resident size grew every step with nothing kept (runs/allocator.py)
+            allocator.release_free_heap()
             speed.show(row, bar, log if is_eval else None)
             last = row
     bar.close()
