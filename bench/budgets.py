@@ -28,11 +28,10 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from bench.cli import check_result_file, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
-from run import OneLineArgumentParser  # noqa: E402
+from runs.cli import OneLineArgumentParser  # noqa: E402
 from tasks.scales import DEFAULT_SCALE  # noqa: E402
 
 README_COMMAND = ["run.py", "--method", "ligo", "--task", "bert_small_base"]
@@ -56,7 +55,7 @@ def resolved_device(device: str) -> tuple[str, str]:
     """("cpu" | "cuda", the device's name) for the device the commands will train on: run.py's --device rule and
     the device name a run records."""
     import torch
-    from run import resolve_device
+    from runs.cli import resolve_device
     from runs.experiment import environment
     resolved = torch.device(resolve_device(device))
     return resolved.type, environment(resolved)["device_name"]
@@ -151,7 +150,7 @@ def main(argv=None) -> int:
         kind, device_name = resolved_device(args.device)
         if args.work is not None and args.work.exists():
             raise ValueError(f"--work {args.work} exists; give a new folder (the measurements must start cold)")
-        from runs.experiment import check_seed
+        from runs.preflight import check_seed
         check_seed(args.seed)
         out = Path(args.out or ROOT / "bench" / "results" / f"budgets-{kind}.json")
         check_result_file(out)

@@ -54,7 +54,7 @@ def check_result_file(out) -> None:
 
 def checked_device(name: str) -> str:
     """--device as run.py reads it (auto, cpu, cuda, cuda:N; a GPU asked for must be there)."""
-    from run import resolve_device
+    from runs.cli import resolve_device
     return resolve_device(name)
 
 
@@ -66,7 +66,7 @@ def refused_as_one_line():
         yield
     except (KeyError, ValueError) as e:
         import sys
-        from run import error_line      # the one format of refusals (run.py at the repository root)
+        from runs.cli import error_line      # the one format of refusals (run.py's too)
         print(error_line(e), file=sys.stderr)
         raise SystemExit(2) from None
 

@@ -26,11 +26,10 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.cli import check_result_file, checked_device, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
-from run import OneLineArgumentParser  # noqa: E402
+from runs.cli import OneLineArgumentParser  # noqa: E402
 
 RUNS = Path(__file__).resolve().parents[1] / "runs" / "out" / "depth_probe"
 DEFAULT_TASK = "bert_depth_only"
@@ -125,8 +124,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     args.out = args.out or default_out(args.task, args.width, args.seed)
     with refused_as_one_line():          # an unknown task or scale, a vision task, a stale record: before anything trains
-        from runs.experiment import check_seed
-        from runs.preflight import check_out
+        from runs.preflight import check_out, check_seed
         check_seed(args.seed)
         args.device = checked_device(args.device)
         check_result_file(args.out)

@@ -13,9 +13,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(HERE))
-
 TRACEBACK = "Traceback (most recent call last)"
 TINY = ["--task", "bert_small_base", "--scale", "tiny", "--quiet"]
 TEMPLATE_ARGS = ["--method", "scratch", *TINY, "--steps", "4", "--set", "eval_every=2", "--set", "log_every=1"]

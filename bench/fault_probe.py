@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(HERE))
 
 # importing the case modules registers their cases, in this order (the order of the printed table and of --out)
 from bench import fault_cases_records  # noqa: E402,F401,I001

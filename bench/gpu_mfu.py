@@ -23,18 +23,16 @@ from __future__ import annotations
 import os
 import platform
 import statistics
-import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
 from bench.cli import check_result_file, checked_device, positive_float, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from bench.throughput import raw_run, trainer_run  # noqa: E402
-from run import OneLineArgumentParser  # noqa: E402
+from runs.cli import OneLineArgumentParser  # noqa: E402
 from runs.hardware import peak_tflops  # noqa: E402
 from tasks import get_task  # noqa: E402
 from tasks.data import PretrainData  # noqa: E402

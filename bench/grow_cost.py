@@ -27,11 +27,10 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from bench.cli import check_known, check_result_file, non_negative_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
-from run import OneLineArgumentParser  # noqa: E402
+from runs.cli import OneLineArgumentParser  # noqa: E402
 
 PAIRS = ("bert_base_large", "gpt2_base_medium", "deit_s_b")
 STATUS = Path("/proc/self/status")

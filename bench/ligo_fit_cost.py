@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 import types
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
 from bench.cli import check_result_file, checked_device, non_negative_int, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
-from run import OneLineArgumentParser  # noqa: E402
+from runs.cli import OneLineArgumentParser  # noqa: E402
 import methods  # noqa: E402,F401
 from methods.ligo import FitSession, materialise_flops  # noqa: E402
 from methods.ligo_operator import LigoOperator  # noqa: E402

@@ -23,15 +23,15 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
 from bench.cli import check_result_file, checked_device, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
-from run import OneLineArgumentParser  # noqa: E402
+from runs.cli import OneLineArgumentParser  # noqa: E402
 from methods import get_method  # noqa: E402
 from models import get_family  # noqa: E402
+from runs.experiment import pretrain_small  # noqa: E402
 from runs.small_model import resolve_small, small_cache_dir  # noqa: E402
 from runs.ledger import FlopsLedger  # noqa: E402
 from runs.record import SUMMARY  # noqa: E402
@@ -60,7 +60,7 @@ def measure(task_name: str, scale: str, seed: int, device: str, train_missing: b
         log(f"{task_name}: no cached small model for seed {seed} (run a growth method first, or --train-missing)")
         return None
     family, data = get_family(task.family), task.pretrain_data()
-    small, info = resolve_small(task, seed, None, torch.device(device), log, False)
+    small, info = resolve_small(task, seed, None, torch.device(device), log, False, pretrain_small)
     small = small.to(device)
     eval_batches = data.eval_batches(task.recipe.batch_size, task.recipe.eval_batches)
     small_eval = evaluate(small, family, eval_batches, torch.device(device), task.recipe.bf16)
@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "ligo_init_quality.json"))
     args = ap.parse_args(argv)
     with refused_as_one_line():          # an unknown task or scale: before any model is pretrained or grown
-        from runs.experiment import check_seed
+        from runs.preflight import check_seed
         check_seed(args.seed)
         args.device = checked_device(args.device)
         check_result_file(args.out)

@@ -18,14 +18,14 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
 from bench.cli import check_result_file, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
-from run import OneLineArgumentParser  # noqa: E402
+from runs.cli import OneLineArgumentParser  # noqa: E402
 from models import get_family  # noqa: E402
+from runs.experiment import pretrain_small  # noqa: E402
 from runs.small_model import resolve_small, small_cache_dir  # noqa: E402
 from runs.record import SUMMARY  # noqa: E402
 from tasks import get_task  # noqa: E402
@@ -68,7 +68,7 @@ def split_losses(model, family, data, batches) -> dict:
 
 def measure(task, seed: int, log) -> dict:
     family, data = get_family(task.family), task.pretrain_data()
-    small, info = resolve_small(task, seed, None, torch.device("cpu"), log, False)
+    small, info = resolve_small(task, seed, None, torch.device("cpu"), log, False, pretrain_small)
     batches = data.eval_batches(task.recipe.batch_size, task.recipe.eval_batches)
     return {"task": task.name, "scale": task.scale, "seed": seed, "tokenizer": task.tokenizer,
             "small_record": info["path"], **split_losses(small, family, data, batches)}
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "mlm_targets.json"))
     args = ap.parse_args(argv)
     with refused_as_one_line():          # an unknown task or scale, or a task that is not a masked LM
-        from runs.experiment import check_seed
+        from runs.preflight import check_seed
         check_seed(args.seed)
         check_result_file(args.out)
         tasks = [get_task(name, args.scale) for name in args.tasks]

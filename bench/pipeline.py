@@ -35,20 +35,18 @@ import copy
 import json
 import math
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from bench.cli import check_result_file, non_negative_int, positive_float, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
-from run import OneLineArgumentParser  # noqa: E402
+from runs.cli import OneLineArgumentParser  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 TARGET_MFU = 0.45            # issue 42's target for the training step

@@ -139,7 +139,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    from run import OneLineArgumentParser
+    from runs.cli import OneLineArgumentParser
     ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("task", nargs="?", help="the pair to probe (bert_small_base); omit with --table")
     ap.add_argument("--scale", default="mini", help="the scale whose pair and recipe --set changes (default: mini)")

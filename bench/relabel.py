@@ -56,7 +56,7 @@ def renamed_dir(name: str, renames: dict[str, str]) -> str:
 def check_same_computation(config: dict, new: str, where: Path) -> None:
     """The new method built from the recorded options describes itself as the record does (module docstring)."""
     from methods import METHODS
-    from runs.preflight import comparable_method, jsonable
+    from runs.record import comparable_method, jsonable
     if new not in METHODS:
         raise ValueError(f"--rename ...={new}: no method '{new}' is registered")
     recorded = config["method"]
@@ -121,7 +121,7 @@ def apply(moves, renames: dict[str, str], why: str) -> None:
 
 
 def main(argv=None) -> int:
-    from run import OneLineArgumentParser
+    from runs.cli import OneLineArgumentParser
     ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", type=Path, help="a folder of run records (records/mini)")
     ap.add_argument("--rename", type=parse_rename, nargs="+", required=True, metavar="OLD=NEW")

@@ -31,11 +31,10 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.cli import check_result_file, checked_device, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
-from run import OneLineArgumentParser  # noqa: E402
+from runs.cli import OneLineArgumentParser  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "runs" / "out" / "small_continued"
@@ -173,8 +172,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     with refused_as_one_line():          # unknown tasks, seeds, missing scratch records: before anything trains
         from methods import get_method
-        from runs.experiment import check_inputs, check_seed
-        from runs.preflight import check_out
+        from runs.preflight import check_inputs, check_out, check_seed
         from runs.settings import check_repeated, split_item
         from tasks import get_task
         plan = [task_seeds(entry, args.seeds) for entry in args.tasks]

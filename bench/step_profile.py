@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
@@ -30,7 +28,7 @@ from bench.cli import check_result_file, checked_device, positive_int, refused_a
 from bench.gpu_mfu import MODELS, SyntheticTokens, timed_task  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from bench.throughput import raw_run, trainer_run  # noqa: E402
-from run import OneLineArgumentParser  # noqa: E402
+from runs.cli import OneLineArgumentParser  # noqa: E402
 
 # first match wins; kernel names of cuBLAS/CUTLASS/cuDNN, PyTorch's native kernels and the flash/efficient attention
 CLASSES = (

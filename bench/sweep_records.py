@@ -23,7 +23,7 @@ def stale_reason(path: Path, task, method, strategies) -> str | None:
     """Why the complete record in `path` is not the run this entry would make now (its task, method or strategies
     were recorded with another configuration: a recipe changed since), or None. A sweep must not count such a
     record as done: its numbers belong to another computation."""
-    from runs.preflight import comparable_method, comparable_task, differing_keys, jsonable
+    from runs.record import comparable_method, comparable_task, differing_keys, jsonable
     recorded = read_json(path / CONFIG)
     was = {"task": logged_alike(comparable_task(recorded.get("task"))), "method": comparable_method(recorded.get("method") or {}),
            "strategies": recorded.get("strategies")}
@@ -66,6 +66,7 @@ def find_twin(task, method, strategies, path: Path, seed: int, device: str, log)
     (`twin_in_another_task`)."""
     from methods.base import GrowthMethod
     from runs.computation import initial_fingerprint, logged_fingerprint
+    from runs.experiment import pretrain_small
     from runs.small_model import resolve_small
     from runs.record import load_run
     if not method.needs_small:
@@ -86,7 +87,7 @@ def find_twin(task, method, strategies, path: Path, seed: int, device: str, log)
     if not any(logged.values()):
         return None
     import torch
-    small, _ = resolve_small(task, seed, None, torch.device(device), log, False)
+    small, _ = resolve_small(task, seed, None, torch.device(device), log, False, pretrain_small)
     mine = initial_fingerprint(task, method, seed, small.to(device), strategies)
     return next((d for d, fp in logged.items() if fp == mine), None)
 
@@ -120,8 +121,7 @@ def record_as_twin(path: Path, twin: Path, method, task) -> None:
     """Give `path` the record of `twin`, the same computation, under `method`'s own name and config and `task`'s
     record (a twin in another task directory is named by its directory and run, e.g.
     "bert_small_base-mini/scratch-s0")."""
-    from runs.preflight import jsonable
-    from runs.record import LOGGING_FIELDS
+    from runs.record import LOGGING_FIELDS, jsonable
     recorded = read_json(twin / CONFIG)
     task_record = jsonable(task.to_dict())
     logged = (recorded.get("task") or {}).get("recipe") or {}

@@ -33,7 +33,7 @@ from pathlib import Path
 from bench.sweep_records import (copy_small_record, evaluate, find_twin, prune, record_as_twin, small_record_source,
                                  stale_reason, status, suites_not_evaluated, twin_name)
 from bench.sweep_registry import SWEEPS, Entry, plan
-from run import OneLineArgumentParser
+from runs.cli import OneLineArgumentParser
 from tasks.scales import DEFAULT_SCALE, EMBEDDED_SCALES, SCALES
 
 def run_dir(out: Path, entry: Entry, scale: str, seed: int) -> Path:
@@ -100,8 +100,7 @@ def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tup
     constraints on the pair) and the --eval suites must be accepted, the suites' data loadable, and a complete run
     they have not evaluated must still hold its model (not pruned). Each run then builds its own method (methods
     keep state: LiGO's operator, KI's teacher)."""
-    from runs.experiment import check_inputs
-    from runs.preflight import check_out, inspect_out
+    from runs.preflight import check_inputs, check_out, inspect_out
     from runs.record import CONFIG, SUMMARY, enclosing_record
     if (record := enclosing_record(out)) is not None:      # runs nested in it would be read as part of that run
         raise ValueError(f"--out {out}: inside the run record {record}; give a folder outside any run")
@@ -285,7 +284,8 @@ def main(argv=None) -> int:
     import transformers          # (after HF_HUB_OFFLINE: it is read when transformers is imported)
     transformers.utils.logging.disable_progress_bar()   # as run.py: the runs load and save weights in this process,
     #                                                     and those bars would drown the sweep's own lines
-    from run import error_line, stop_line, stop_signals_as_interrupt, stop_status
+    from runs.cli import error_line, stop_line
+    from runs.signals import stop_signals_as_interrupt, stop_status
     from runs.lock import RunLocked
     try:
         with stop_signals_as_interrupt():
@@ -302,7 +302,7 @@ def main(argv=None) -> int:
 def sweep_main(args) -> int:
     if args.out is not None and args.out.strip():
         args.out = Path(args.out)
-    from run import resolve_device   # the one definition of --device (run.py at the repository root)
+    from runs.cli import resolve_device   # the one definition of --device (run.py's too)
     args.device = resolve_device(args.device)
     from runs.settings import check_repeated, split_eval_settings, split_item   # one --set (run.py's too)
     train_settings, eval_settings = split_eval_settings(args.settings, evaluate_only=False)

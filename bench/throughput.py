@@ -19,21 +19,19 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 from transformers import get_scheduler  # noqa: E402
 
 from bench.cli import check_result_file, checked_device, non_negative_int, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
-from run import OneLineArgumentParser  # noqa: E402
+from runs.cli import OneLineArgumentParser  # noqa: E402
 from methods import get_method  # noqa: E402
 from models import get_family  # noqa: E402
 from runs.ledger import FlopsLedger  # noqa: E402

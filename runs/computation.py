@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from runs.preflight import comparable_task
+from runs.record import comparable_task
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -83,8 +83,7 @@ def computed_elsewhere(task, method, strategies, seed: int, candidates) -> Path 
     task different only in what such a run never reads (NOT_READ_WITHOUT_SMALL), the same method settings, and
     the fingerprint it logged the one this run would log under that task's record (initial weights, training
     plan, strategies, seed). None otherwise, and for records made before fingerprints were logged."""
-    from runs.preflight import comparable_method, jsonable
-    from runs.record import CONFIG, SUMMARY, load_run
+    from runs.record import CONFIG, SUMMARY, comparable_method, jsonable, load_run
 
     def read_by_this_run(record: dict | None) -> dict:
         return jsonable({k: v for k, v in (comparable_task(record) or {}).items() if k not in NOT_READ_WITHOUT_SMALL})

@@ -4,6 +4,14 @@
 constraints, data path, --small, --out) is checked before anything is written (runs/preflight.py); the run
 directory is then locked for the whole run (runs/lock.py), and a run refused or interrupted before its record
 exists leaves the file system as it found it.
+
+`run_experiment` runs in named phases, each a function below, passing one `RunState` along:
+    check_run     the inputs and the directory checked, the config built (before the lock: nothing written)
+    prepare_run   the data, the small model (from --small or the cache, pretrained there first by `pretrain_small`),
+                  the record opened
+    start_run     the method's fit and grow, and step 0 (or, on --resume, the model the checkpoint loads into)
+    train_run     the trainer (runs/trainer.py)
+    finish_run    the artifacts, the export, the summary that marks the record complete
 """
 from __future__ import annotations
 
@@ -12,30 +20,31 @@ import platform
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 import torch
 
+from methods import get_method
 from methods.base import GrowthMethod
 from models import get_family
 from runs import distributed, out_dirs
-from runs.computation import fingerprint
 from runs.card import write_model_card
+from runs.computation import fingerprint
 from runs.ledger import FlopsLedger
 from runs.lock import RunLock
-from runs.preflight import (CannotResume, check_out, check_resumable, inspect_out, interrupted, jsonable,
-                            record_state, run_identity)
-from runs.record import (CONFIG, METRICS, SUMMARY, RunExistsError, RunWriter, atomic_path, read_json, read_metrics,
-                         save_atomic, write_json_atomic)
-from runs.sizes import check_sizes
-from runs.small_model import check_small_dir, describe_small, resolve_small, small_cache_dir, small_identity
+from runs.preflight import (CannotResume, check_checkpoint, check_default_dir, check_inputs, check_out,
+                            check_record_types, check_resumable, check_seed, check_vocab, inspect_out, interrupted,
+                            jsonable, record_state)
+from runs.record import (CONFIG, METRICS, SUMMARY, RunWriter, atomic_path, read_json, read_metrics, save_atomic,
+                         write_json_atomic)
+from runs.small_model import describe_small, resolve_small, small_identity
 from runs.strategies import Strategies, apply_strategies
 from runs.tracking import parse_report_to
 from runs.trainer import CHECKPOINT, evaluate, full_model, load_checkpoint, train, width_twins
 from tasks.grown_recipes import SAME as SAME_RECIPE
 from tasks.grown_recipes import describe as describe_grown_recipe
-from tasks.rules import SEED_LIMIT
 
 
 FLOPS_CONVENTION = ("analytic matmul FLOPs, 2 per multiply-add; backward = 2x forward for trainable layers, "
@@ -68,25 +77,6 @@ def environment(device: torch.device) -> dict:
             "device_name": name, "threads": torch.get_num_threads()}
 
 
-def check_default_dir(out: Path, config: dict, overwrite: bool) -> None:
-    """A run of other settings (another --steps, --set lr=...) in the default directory of this one: --resume cannot
-    continue it and --overwrite would lose it, so the refusal names --out first (one line, before anything is
-    written). Settings as check_resumable compares them: the task and the method's configuration."""
-    from runs.preflight import comparable_method, comparable_task, differing_keys
-    try:
-        old = read_json(out / CONFIG) if (out / CONFIG).is_file() else None
-    except ValueError:
-        return                      # a damaged config.json: inspect_out says so
-    if overwrite or not isinstance(old, dict) or not isinstance(old.get("task"), dict):
-        return
-    differ = differing_keys(comparable_task(jsonable(old["task"])) or {}, comparable_task(jsonable(config["task"])))
-    differ += [f"method.{k}" for k in differing_keys(comparable_method(jsonable(old.get("method") or {})) or {},
-                                                     comparable_method(jsonable(config["method"])))]
-    if differ:
-        raise RunExistsError(f"{out} (this run's default directory) holds a run of other settings (differs in: "
-                             f"{', '.join(differ)}); pass --out DIR to keep both, or --overwrite to replace it")
-
-
 def reference(data, task) -> dict:
     """What the run's eval numbers are to be read against: for text, the unigram cross-entropy of the eval tokens
     under the task's tokenizer (a model that learned word frequencies and nothing else; analysis draws it on
@@ -100,44 +90,6 @@ def reference(data, task) -> dict:
     return ref
 
 
-def check_seed(seed) -> None:
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < SEED_LIMIT:
-        raise ValueError(f"--seed must be an integer in [0, 2**63), got {seed}")
-
-
-def check_inputs(task, method: GrowthMethod, seed: int, small: Path | None) -> None:
-    """Everything about the input that can be checked before a file is written: the seed, the models' sizes, the
-    method's own constraints on the recipe (its stages) and on the pair, the --small directory, the small-model
-    cache, and last the data path: a bad setting is named as such on a machine that lacks the data too."""
-    check_seed(seed)
-    check_sizes(task)
-    method.stages(task, task.recipe.steps)      # e.g. MSLT's one step per stage at least
-    method.check_pair(task)                     # e.g. G_stack's whole-model stacks, GQA group sizes
-    if small is not None and not method.needs_small:
-        raise ValueError(f"--small {small}: method '{method.name}' grows from no small model (it trains the large "
-                         "one from its own initialisation); drop --small")
-    if method.needs_small and small is not None:
-        check_small_dir(task, small)
-    elif method.needs_small and not (small_cache_dir(task, seed) / SUMMARY).exists():
-        steps = method.small_recipe(task).steps
-        if steps < 1:                 # a random small model would be cached as a pretrained one
-            raise ValueError(f"small_recipe.steps={steps}: method '{method.name}' grows "
-                             "from a pretrained small model; give small_recipe.steps >= 1 (or --small DIR)")
-        check_out(small_cache_dir(task, seed))
-    task.check_data()
-
-
-def check_vocab(task, data) -> None:
-    """Every token id the data holds must have a row in both models' embeddings: a tokenizer larger than a
-    spec's vocab (`--set large.vocab=5`) was an IndexError in the middle of training."""
-    tokens = getattr(data, "vocab_size", None)
-    for which in ("small", "large"):
-        spec = getattr(task, which)
-        if tokens and spec.vocab < tokens:
-            raise ValueError(f"{which}.vocab={spec.vocab} is smaller than the tokenizer's {tokens} tokens; give "
-                             f"{which}.vocab >= {tokens}")
-
-
 def truncate_metrics(out: Path, step: int) -> list[dict]:
     """Drop rows logged after the checkpoint (they will be produced again), so no line is duplicated; returns
     the rows kept."""
@@ -148,85 +100,6 @@ def truncate_metrics(out: Path, step: int) -> list[dict]:
     return rows
 
 
-# what --resume reads of a record's config.json, and the JSON types it must have there (None: may be absent or null)
-RECORD_TYPES = {("seed",): int, ("task",): dict, ("task", "name"): str, ("task", "recipe"): dict, ("method",): dict,
-                ("method", "name"): str, ("method", "config"): dict, ("strategies",): (dict, None),
-                ("distributed",): (dict, None), ("small",): (dict, None)}
-JSON_NAMES = {dict: "an object", list: "an array", str: "a string", int: "an integer", float: "a number",
-              bool: "true or false", type(None): "null"}
-
-
-def check_record_types(path: Path, config: dict) -> None:
-    """Refuse, in one line, a config.json whose fields --resume compares have the wrong JSON types (an edited or
-    foreign record: `distributed` an array was an AttributeError traceback, `seed` "0" read 'seed 0, not 0')."""
-    for keys, expected in RECORD_TYPES.items():
-        value = config
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        allowed = expected if isinstance(expected, tuple) else (expected,)
-        if (value is None and None in allowed) or (isinstance(value, tuple(t for t in allowed if t is not None))
-                                                   and not (isinstance(value, bool) and bool not in allowed)):
-            continue
-        wanted = " or ".join(JSON_NAMES[type(None) if t is None else t] for t in allowed)
-        raise CannotResume(f"{path}: {'.'.join(keys)} is {JSON_NAMES.get(type(value), type(value).__name__)} "
-                           f"({json.dumps(value)[:40]}), not {wanted}: a damaged record; restore it, or start over "
-                           "with --overwrite")
-
-
-def logged_steps(recipe, total: int) -> tuple[list[int], list[int]]:
-    """(the steps a run of `total` steps logs a row at, those of them that evaluate and checkpoint): step 0 (the
-    grown model), every log_every-th and eval_every-th step and the last (runs/trainer.py train; a test checks a
-    run's rows against this)."""
-    evals = [s for s in range(1, total + 1) if s % recipe.eval_every == 0 or s == total]
-    rows = [0] + [s for s in range(1, total + 1) if s % recipe.log_every == 0 or s % recipe.eval_every == 0
-                  or s == total]
-    return rows, evals
-
-
-def check_checkpoint(out: Path, checkpoint: dict, config: dict, task, method: GrowthMethod, log) -> None:
-    """Refuse (CannotResume, one line, nothing written) a checkpoint this record cannot be continued from: one that
-    another run wrote (its `run` identity is not config.json's), one past the run's steps, or one whose step the
-    metrics rows do not reach exactly (rows lost: the resumed run would never fill the gap) or overrun beyond the
-    evaluation after it (the record went on past a later checkpoint: this one is older). Rows after the checkpoint
-    up to that evaluation are the ones a kill leaves (logged, not yet checkpointed): truncate_metrics drops them.
-    A checkpoint written before checkpoints carried an identity is continued with a note (its rows are checked)."""
-    where = out / CHECKPOINT
-    identity = checkpoint.get("run")
-    if identity is None:
-        log(f"note: {where} predates checkpoints that name their run: not checked against {CONFIG} (its rows are)")
-    elif identity != run_identity(config):
-        raise CannotResume(f"{where} was written by another run (other settings or seed than {out / CONFIG} "
-                           "records): a run resumes from its own checkpoint only; remove it, or start over with "
-                           "--overwrite")
-    step = checkpoint.get("logged_step", checkpoint["state"]["step"])
-    total = sum(stage.steps for stage in method.stages(task, task.recipe.steps))
-    if not isinstance(step, int) or not 0 < step <= total:
-        raise CannotResume(f"{where} is at step {step!r}, not one of this run's steps 1..{total}; start over with "
-                           "--overwrite")
-    rows = read_metrics(out / METRICS) if (out / METRICS).exists() else []
-    steps = [r.get("step") if isinstance(r, dict) else None for r in rows]
-    if any(not isinstance(s, int) or isinstance(s, bool) for s in steps):
-        raise CannotResume(f"{out / METRICS}: a row without an integer step; the record is damaged, start over "
-                           "with --overwrite")
-    expected, evals = logged_steps(task.recipe, total)
-    have, want = [s for s in steps if s <= step], [s for s in expected if s <= step]
-    if have != want:
-        missing = sorted(set(want) - set(have))
-        said = (f"lacks the rows of step(s) {_some(missing)}" if missing else
-                f"holds rows this run does not log in this order (steps {_some(have)})")
-        raise CannotResume(f"{out / METRICS} {said} up to {where}'s step {step}: rows were lost or added, and a "
-                           "resumed run would not fill the gap; start over with --overwrite")
-    after = next((s for s in evals if s > step), total)
-    if any(s > after for s in steps):
-        raise CannotResume(f"{out / METRICS} goes on to step {max(steps)}, past the evaluation after {where}'s step "
-                           f"{step} (step {after}): the checkpoint is older than the record; start over with "
-                           "--overwrite")
-
-
-def _some(steps: list[int]) -> str:
-    return ", ".join(map(str, steps[:5])) + (f", ... ({len(steps)} in all)" if len(steps) > 5 else "")
-
-
 def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", out: Path | None = None,
                    small: Path | None = None, resume: bool = False, overwrite: bool = False,
                    progress: bool = True, log=print, strategies: Strategies | None = None, parallel: str = "ddp",
@@ -234,12 +107,88 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
                    report_to: tuple[str, ...] | str = ()) -> Path:
     """Under torchrun every rank calls this with the same arguments (runs/distributed.py); rank 0 alone writes.
     `parallel`: "ddp" or "fsdp" (with several processes); `compile`: torch.compile the training forward;
-    `locked`: the caller holds the directory's lock already (resolve_small); `eval_lines`: a line through `log` at
+    `locked`: the caller holds the directory's lock already (pretrain_small); `eval_lines`: a line through `log` at
     every evaluation (loss, lr, speed), for callers without a progress bar (sweeps); `workers`: DataLoader processes
     for the training batches (runs.trainer.train). Bad input is refused before
     anything is written; the directory is locked (runs/lock.py) from then until the run ends.
     `report_to`: trackers that receive every logged row beside metrics.jsonl (runs/tracking.py: tensorboard, wandb)."""
     report_to = parse_report_to(report_to)
+    run = check_run(task, method, seed=seed, device=device, out=out, small=small, resume=resume,
+                    overwrite=overwrite, log=log, strategies=strategies, parallel=parallel, compile=compile)
+    if run.complete:
+        return run.out
+    lock = RunLock(run.out).acquire() if distributed.is_main() and not locked else None
+    try:
+        if lock is not None and record_state(run.out) != run.seen:
+            # another process wrote here between our look and the lock: its record now exists (inspect_out's usual
+            # message), or
+            inspect_out(run.out, resume, overwrite)
+            raise ValueError(f"{run.out} changed while this run was starting (another process?); run the command "
+                             "again")
+        prepare_run(run, progress=progress, log=log, report_to=report_to)
+        start_run(run, progress=progress)
+        train_run(run, progress=progress, parallel=parallel, compile=compile, log=log, eval_lines=eval_lines,
+                  workers=workers)
+        finish_run(run)
+    except KeyboardInterrupt as e:
+        raise interrupted(e, run.writer) from None
+    except WrongArchitecture:
+        if run.writer is not None:    # refused before step 0: this run's fresh config and empty metrics go
+            run.writer.close()
+            for name in (METRICS, CONFIG):
+                (run.out / name).unlink(missing_ok=True)
+            run.writer = None
+        raise
+    finally:
+        if run.writer is not None:
+            run.writer.close()
+        if lock is not None:
+            lock.release(undo=run.writer is None)     # refused or interrupted before writing: leave no trace
+    distributed.barrier()              # the record (and a cached small model) is complete before any rank reads it
+    return run.out
+
+
+@dataclass
+class RunState:
+    """One run between its phases: what `check_run` resolved (the task and method as this run uses them, its
+    directory, its config, what the directory holds), then what each later phase made. A record of the run's
+    moving parts, so that each phase names what it reads and adds instead of sharing a function's locals."""
+    task: object
+    method: GrowthMethod
+    family: object
+    seed: int
+    device: torch.device
+    out: Path
+    small: Path | None                 # --small, or None: the cache
+    strategies: Strategies | None
+    config: dict                       # config.json as it will be written (prepare_run adds reference and small)
+    mode: str = "new"                  # inspect_out's: "new" | "resume" | "overwrite"
+    seen: tuple = ()                   # the record's files before the lock (record_state)
+    complete: bool = False             # --resume of a finished run: nothing to do
+    checkpoint: dict | None = None     # --resume: the checkpoint the run continues from
+    # prepare_run
+    data: object = None
+    small_model: object = None
+    resumed_rows: list = field(default_factory=list)    # the rows the checkpoint covers (truncate_metrics)
+    writer: object = None              # RunWriter on rank 0, SilentWriter elsewhere; None until the record is open
+    # start_run
+    ledger: FlopsLedger | None = None
+    large: object = None
+    start_wall: float = 0.0            # the fit's and the growth's wall time, part of the run's
+    init_row: dict = field(default_factory=dict)        # step 0's row, or the last row a checkpoint covers
+    # train_run
+    result: dict | None = None
+
+
+def check_run(task, method: GrowthMethod, *, seed: int, device, out, small, resume: bool, overwrite: bool, log,
+              strategies: Strategies | None, parallel: str, compile: bool) -> RunState:
+    """Prepare, part one: everything that can be refused before a file is written or the lock taken. Resolves the
+    method for this run (its seed, its small model's budget, the training strategies around it), the run directory
+    (default_out when none is given) and the config.json the run will write; checks the inputs
+    (runs/preflight.py check_inputs), the directory (writable, a run's or empty, a default directory not holding a
+    run of other settings) and, on --resume, that the record there is this run's and its checkpoint continues it.
+    A bad setting is thus one line and no trace. Returns the state the later phases share; `complete` when
+    --resume finds the run already finished."""
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
     if isinstance(out, str) and not out.strip():
@@ -265,116 +214,144 @@ def run_experiment(task, method: GrowthMethod, *, seed: int = 0, device="cpu", o
     check_out(out)
     if in_default_dir:
         check_default_dir(out, config, overwrite)
-    seen = record_state(out)
-    mode, old = inspect_out(out, resume, overwrite)
-    if mode == "resume":
+    run = RunState(task, method, family, seed, device, out, small, strategies, config, seen=record_state(out))
+    run.mode, old = inspect_out(out, resume, overwrite)
+    if run.mode == "resume":
         check_record_types(out / CONFIG, old)
         check_resumable(out, old, config, small_identity(task, seed, small) if method.needs_small else None)
         if (out / SUMMARY).exists():
             log(f"{out} is already complete; nothing to resume")
-            return out
-    checkpoint = None
-    if mode == "resume" and (out / CHECKPOINT).exists():
+            run.complete = True
+            return run
+    if run.mode == "resume" and (out / CHECKPOINT).exists():
         try:
-            checkpoint = load_checkpoint(out / CHECKPOINT)
+            run.checkpoint = load_checkpoint(out / CHECKPOINT)
         except ValueError as e:
             raise CannotResume(e.args[0]) from None
-        check_checkpoint(out, checkpoint, old, task, method, log)
-    lock = RunLock(out).acquire() if distributed.is_main() and not locked else None
-    writer = None
-    try:
-        if lock is not None and record_state(out) != seen:   # another process wrote here between our look and the lock:
-            inspect_out(out, resume, overwrite)              # its record now exists (the usual message), or
-            raise ValueError(f"{out} changed while this run was starting (another process?); run the command again")
-        with distributed.main_first():     # rank 0 trains and caches the tokenizer, the others then read it
-            data = task.pretrain_data()    # loads (and on first use trains the tokenizer) before anything is written
-        check_vocab(task, data)
-        config["reference"] = reference(data, task)
-        small_model = small_info = None
-        if method.needs_small and (checkpoint is None or method.trains_with_small):
-            small_model, small_info = resolve_small(task, seed, small, device, log, progress)
-            # the small model lives on the run's device: LiGO's fit, every growth and KI's teacher run there
-            small_model = small_model.to(device)
-        config["small"] = small_info
-        if small_info is not None:
-            log(f"small model: {describe_small(small_info)}")
-        resuming = checkpoint is not None  # a run without a checkpoint starts over in the same directory
-        resumed_rows = []
-        if checkpoint is not None and distributed.is_main():
-            # before the writer opens metrics.jsonl for appending: truncation replaces the file
-            resumed_rows = truncate_metrics(out, checkpoint["state"]["step"])
-        distributed.barrier()              # every rank has read what it needed before rank 0 writes
-        writer = (RunWriter(out, config, resume=resuming, overwrite=mode != "new" and not resuming, report_to=report_to)
-                  if distributed.is_main() else distributed.SilentWriter(out))
-        if getattr(writer, "kept", None):     # --overwrite deletes only what a run writes (runs.record.clear_run)
-            log(f"--overwrite: the old run's files replaced; kept what it did not write: {', '.join(writer.kept)}")
-        ledger = FlopsLedger()
+        check_checkpoint(out, run.checkpoint, old, task, method, log)
+    return run
+
+
+def prepare_run(run: RunState, *, progress: bool, log, report_to: tuple[str, ...]) -> None:
+    """Prepare, part two, under the lock: the data (loaded, and its tokenizer trained and cached on first use, by
+    rank 0 first), refused if its tokens do not fit the models' vocabularies; what the eval numbers are read
+    against (`reference`); the small model, from --small or the cache (pretrained there first when absent:
+    `pretrain_small`), unless a resumed run never needs it again; then the record opened: config.json written (or,
+    on --resume, metrics.jsonl cut back to the checkpoint's step, since the rows after it are computed again).
+    Nothing is written before the data and the small model are there, so a failure to get them leaves no record."""
+    task, seed, checkpoint = run.task, run.seed, run.checkpoint
+    with distributed.main_first():     # rank 0 trains and caches the tokenizer, the others then read it
+        run.data = task.pretrain_data()    # loads (and on first use trains the tokenizer) before anything is written
+    check_vocab(task, run.data)
+    run.config["reference"] = reference(run.data, task)
+    small_info = None
+    if run.method.needs_small and (checkpoint is None or run.method.trains_with_small):
+        small_model, small_info = resolve_small(task, seed, run.small, run.device, log, progress, pretrain_small)
+        # the small model lives on the run's device: LiGO's fit, every growth and KI's teacher run there
+        run.small_model = small_model.to(run.device)
+    run.config["small"] = small_info
+    if small_info is not None:
+        log(f"small model: {describe_small(small_info)}")
+    resuming = checkpoint is not None  # a run without a checkpoint starts over in the same directory
+    if checkpoint is not None and distributed.is_main():
+        # before the writer opens metrics.jsonl for appending: truncation replaces the file
+        run.resumed_rows = truncate_metrics(run.out, checkpoint["state"]["step"])
+    distributed.barrier()              # every rank has read what it needed before rank 0 writes
+    run.writer = (RunWriter(run.out, run.config, resume=resuming, overwrite=run.mode != "new" and not resuming,
+                            report_to=report_to)
+                  if distributed.is_main() else distributed.SilentWriter(run.out))
+    if getattr(run.writer, "kept", None):     # --overwrite deletes only what a run writes (runs.record.clear_run)
+        log(f"--overwrite: the old run's files replaced; kept what it did not write: {', '.join(run.writer.kept)}")
+
+
+def start_run(run: RunState, *, progress: bool) -> None:
+    """Start: the large model at step 0. A new run lets the method learn before growing (`fit`: LiGO's operator, on
+    a batch stream of its own so that the training data never shifts, its FLOPs charged to the ledger's `fit`
+    phase and summed over the ranks), grows the large model from the small one, refuses a grown model that is not
+    the task's large architecture (check_grown: the fresh record is removed), and logs step 0: the grown model's
+    evaluation, FLOPs so far, wall time of fit and growth, and the computation's fingerprint (which other runs are
+    the same computation). A resumed run instead builds the model its checkpoint's stage loads into (MSLT's depth
+    of that stage; KI takes its teacher back) and reports from the last row the checkpoint covers."""
+    task, method, seed, device, data = run.task, run.method, run.seed, run.device, run.data
+    run.ledger = ledger = FlopsLedger()
+    torch.manual_seed(seed)
+    if run.checkpoint is None:
+        # the operator fit draws its own batch stream, so it never shifts the training data; each rank takes
+        # its share of it, and the fit's FLOPs are summed over the ranks
+        fit_batches = distributed.rank_stream(
+            lambda i: data.train_batch(i, task.recipe.batch_size, seed + 1_000_003), task.recipe.grad_accum)
+        before = ledger.as_dict()
+        started = time.perf_counter()      # the fit and the growth are part of a method's wall time
+        method.fit(run.small_model, task, fit_batches, ledger, progress=progress and distributed.is_main())
+        distributed.sum_over_ranks(ledger, before)
         torch.manual_seed(seed)
-        if checkpoint is None:
-            # the operator fit draws its own batch stream, so it never shifts the training data; each rank takes
-            # its share of it, and the fit's FLOPs are summed over the ranks
-            fit_batches = distributed.rank_stream(
-                lambda i: data.train_batch(i, task.recipe.batch_size, seed + 1_000_003), task.recipe.grad_accum)
-            before = ledger.as_dict()
-            started = time.perf_counter()      # the fit and the growth are part of a method's wall time
-            method.fit(small_model, task, fit_batches, ledger, progress=progress and distributed.is_main())
-            distributed.sum_over_ranks(ledger, before)
-            torch.manual_seed(seed)
-            large = method.grow(small_model, task)
-            check_grown(large, family, task, method)
-            start_wall = time.perf_counter() - started
-            row = {"step": 0, "units": 0, "wall": round(start_wall, 4), "stage": "init", "flops": ledger.total,
-                   "full_model": full_model(large, family, task) and method.computes_large(0, task.recipe.steps),
-                   **{f"flops_{k}": v for k, v in ledger.as_dict().items()},
-                   # which other runs are this same computation (runs/computation.py; analysis merges them)
-                   "computation": fingerprint(large, method, task, seed, strategies)}
-            row.update(evaluate(large.to(device), family, data.eval_batches(task.recipe.batch_size,
+        large = method.grow(run.small_model, task)
+        check_grown(large, run.family, task, method)
+        run.start_wall = time.perf_counter() - started
+        row = {"step": 0, "units": 0, "wall": round(run.start_wall, 4), "stage": "init", "flops": ledger.total,
+               "full_model": full_model(large, run.family, task) and method.computes_large(0, task.recipe.steps),
+               **{f"flops_{k}": v for k, v in ledger.as_dict().items()},
+               # which other runs are this same computation (runs/computation.py; analysis merges them)
+               "computation": fingerprint(large, method, task, seed, run.strategies)}
+        row.update(evaluate(large.to(device), run.family, data.eval_batches(task.recipe.batch_size,
                                                                             task.recipe.eval_batches),
-                                device, task.recipe.bf16))
-            row.update(width_twins(large, family, task))
-            writer.log(row)
-            init_row = row
-            _save_artifacts(out, method)
-        else:
-            # the last row the checkpoint covers: what the summary reports when the run was killed after its
-            # final checkpoint (the loop below then has no step left to run)
-            start_wall, init_row = 0.0, resumed_rows[-1] if resumed_rows else {}
-            # the shape the checkpoint's stage had (MSLT changes depth); KI takes its teacher back here
-            stage = method.stages(task, task.recipe.steps)[checkpoint["stage"]]
-            large = method.resume_model(small_model, task, stage)
-        result = train(large, task, method, data, ledger, writer, seed=seed, device=device,
-                       resume_from=checkpoint, progress=progress, strategies=strategies, parallel=parallel,
-                       compile=compile, start_wall=start_wall, log=log if eval_lines else None,
-                       workers=workers)
-        _save_artifacts(out, method)   # again: some appear during training (staged training's depth step)
-        final = distributed.plain_model(result["model"], family)     # under FSDP: gathered (on every rank)
-        if distributed.is_main():
-            family.export(final.cpu(), out / "model", preprocessing=data.preprocessing())
-            if getattr(data, "tokenizer", None) is not None:  # fine-tuning (tasks/evals) needs the same tokenizer
-                save_tokenizer(data.tokenizer, out / "model", task.large.positions)
-        last = result["last"] or init_row      # --steps 0: the grown model itself (paper Table 5's "LiGO init")
-        summary = {"step": result["state"].step, "units": result["state"].units, "wall": result["state"].wall,
-                   "flops": ledger.total, "flops_by_phase": ledger.as_dict(),
-                   "eval_loss": last.get("eval_loss"), "eval_acc": last.get("eval_acc")}
-        if distributed.is_main():      # under the config the record holds (a resumed run's is the first one's)
-            write_model_card(out / "model", read_json(out / CONFIG), summary)
-        writer.finish(summary)
-    except KeyboardInterrupt as e:
-        raise interrupted(e, writer) from None
-    except WrongArchitecture:
-        if writer is not None:        # refused before step 0: this run's fresh config and empty metrics go
-            writer.close()
-            for name in (METRICS, CONFIG):
-                (out / name).unlink(missing_ok=True)
-            writer = None
-        raise
-    finally:
-        if writer is not None:
-            writer.close()
-        if lock is not None:
-            lock.release(undo=writer is None)     # refused or interrupted before writing: leave no trace
-    distributed.barrier()              # the record (and a cached small model) is complete before any rank reads it
-    return out
+                            device, task.recipe.bf16))
+        row.update(width_twins(large, run.family, task))
+        run.writer.log(row)
+        run.init_row = row
+        _save_artifacts(run.out, method)
+    else:
+        # the last row the checkpoint covers: what the summary reports when the run was killed after its
+        # final checkpoint (the loop below then has no step left to run)
+        run.start_wall, run.init_row = 0.0, run.resumed_rows[-1] if run.resumed_rows else {}
+        # the shape the checkpoint's stage had (MSLT changes depth); KI takes its teacher back here
+        stage = method.stages(task, task.recipe.steps)[run.checkpoint["stage"]]
+        large = method.resume_model(run.small_model, task, stage)
+    run.large = large
+
+
+def train_run(run: RunState, *, progress: bool, parallel: str, compile: bool, log, eval_lines: bool,
+              workers: int | None) -> None:
+    """Train: the large model through the method's stages for the recipe's steps (runs/trainer.py train), from
+    step 0 or from the checkpoint; every logged row goes to the record, and a checkpoint follows every
+    evaluation, so that a killed run resumes exactly where it stood."""
+    run.result = train(run.large, run.task, run.method, run.data, run.ledger, run.writer, seed=run.seed,
+                       device=run.device, resume_from=run.checkpoint, progress=progress, strategies=run.strategies,
+                       parallel=parallel, compile=compile, start_wall=run.start_wall,
+                       log=log if eval_lines else None, workers=workers)
+
+
+def finish_run(run: RunState) -> None:
+    """Finish: the method's artifacts saved again (some appear during training: staged training's depth step), the
+    final model exported in its ecosystem's format with its tokenizer (downstream fine-tuning reads both) and a
+    model card, and the summary written last: its presence is what marks the record complete. With --steps 0 the
+    summary reports the grown model itself (paper Table 5's "LiGO init")."""
+    result, ledger = run.result, run.ledger
+    _save_artifacts(run.out, run.method)   # again: some appear during training (staged training's depth step)
+    final = distributed.plain_model(result["model"], run.family)     # under FSDP: gathered (on every rank)
+    if distributed.is_main():
+        run.family.export(final.cpu(), run.out / "model", preprocessing=run.data.preprocessing())
+        if getattr(run.data, "tokenizer", None) is not None:  # fine-tuning (tasks/evals) needs the same tokenizer
+            save_tokenizer(run.data.tokenizer, run.out / "model", run.task.large.positions)
+    last = result["last"] or run.init_row      # --steps 0: the grown model itself (paper Table 5's "LiGO init")
+    summary = {"step": result["state"].step, "units": result["state"].units, "wall": result["state"].wall,
+               "flops": ledger.total, "flops_by_phase": ledger.as_dict(),
+               "eval_loss": last.get("eval_loss"), "eval_acc": last.get("eval_acc")}
+    if distributed.is_main():      # under the config the record holds (a resumed run's is the first one's)
+        write_model_card(run.out / "model", read_json(run.out / CONFIG), summary)
+    run.writer.finish(summary)
+
+
+def pretrain_small(task, seed: int, cache: Path, device, log, progress: bool) -> None:
+    """Pretrain the small model `task` grows from into its cache entry `cache`: a run of `scratch` on the task's
+    small model and small recipe (Task.small_task), which runs.small_model.resolve_small calls, holding the
+    entry's lock, when the cache lacks it. A pretraining cut short (Ctrl-C, a crash) continues where it stopped;
+    one that this command cannot continue (other settings left in the entry) is started over."""
+    pretrain = dict(seed=seed, device=device, out=cache, progress=progress, log=log, locked=True)
+    try:
+        run_experiment(task.small_task(), get_method("scratch"), resume=True, **pretrain)
+    except CannotResume:
+        run_experiment(task.small_task(), get_method("scratch"), overwrite=True, **pretrain)
 
 
 class WrongArchitecture(ValueError):

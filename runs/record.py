@@ -12,6 +12,7 @@ warning instead of failing or, worse, reading half a number.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -43,6 +44,54 @@ def logged_alike(task: dict | None) -> dict | None:
     if not isinstance(task, dict) or not isinstance(task.get("recipe"), dict):
         return task
     return {**task, "recipe": without_logging(task["recipe"])}
+
+
+# -- what in a record decides its computation: how two records, or a record and a run about to start, are compared
+# (runs/preflight.py's refusals, runs/computation.py's twins, the sweeps' staleness, a checkpoint's identity)
+
+def jsonable(obj):
+    """`obj` as a record's JSON holds it (tuples as lists, paths and other objects as their text): what a
+    value read back from config.json is compared with."""
+    return json.loads(json.dumps(obj, default=str))
+
+
+def differing_keys(before: dict, now: dict, prefix: str = "") -> list[str]:
+    """The dotted keys where two records differ, e.g. ['recipe.lr', 'small_recipe.lr']."""
+    keys = []
+    for k in sorted(set(before) | set(now)):
+        a, b = before.get(k), now.get(k)
+        if a != b:
+            nested = isinstance(a, dict) and isinstance(b, dict)
+            keys += differing_keys(a, b, f"{prefix}{k}.") if nested else [f"{prefix}{k}"]
+    return keys
+
+
+def comparable_task(record: dict | None) -> dict | None:
+    """A task record without its per-scale method defaults: they cover every method, and the one a run uses is
+    resolved into its method config (compared on its own), so a default added for another method (MSG's
+    ramp_steps) changes no run's computation."""
+    # grown_changes: the values a grown-recipe preset set, already in the recipe compared beside it
+    return None if record is None else {k: v for k, v in record.items() if k not in ("method_defaults", "grown_changes")}
+
+
+def comparable_method(record: dict | None) -> dict | None:
+    """A method record's settings: its name and resolved config. The rest is derived from them (a depth method's
+    composition) or, in older records, an outcome of growing (the block sources a depth method's composition
+    kept), and must not make a record of the same computation look like another configuration."""
+    return None if record is None else {k: record.get(k) for k in ("name", "config")}
+
+
+def run_identity(config: dict) -> str:
+    """A digest of what a run record's config.json says decides its numbers (what runs/preflight.py
+    check_resumable compares: task, method settings, strategies, process layout, seed, small model), stored in each
+    checkpoint the run writes, so that --resume knows a checkpoint of another run (copied in, or left by a run since
+    replaced) from its own. Not its creation time or environment: a checkpoint of a run with the same settings is
+    the same computation."""
+    distributed = config.get("distributed") or {"world_size": 1}
+    record = {"task": comparable_task(config.get("task")), "method": comparable_method(config.get("method")),
+              "strategies": config.get("strategies"), "seed": config.get("seed"), "small": config.get("small"),
+              "distributed": [distributed.get("world_size"), distributed.get("mode")]}
+    return hashlib.sha1(json.dumps(jsonable(record), sort_keys=True).encode()).hexdigest()
 
 
 TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")    # atomic_path's: .<name>.<pid>.tmp

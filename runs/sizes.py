@@ -1,5 +1,5 @@
 """Model and batch sizes against this machine's memory: a size that cannot fit is refused in one line before a run
-writes anything (runs/experiment.check_inputs), instead of aborting in the tokenizer's Rust code or running out of
+writes anything (runs/preflight.check_inputs), instead of aborting in the tokenizer's Rust code or running out of
 memory after the record was written."""
 from __future__ import annotations
 

@@ -16,8 +16,7 @@ from models import get_family
 from models.family import exported_family
 from runs import distributed, out_dirs
 from runs.lock import RunLock
-from runs.preflight import CannotResume, jsonable
-from runs.record import CONFIG, EVAL_FILE, SUMMARY, clear_run, copy_record, read_json
+from runs.record import CONFIG, EVAL_FILE, SUMMARY, clear_run, copy_record, jsonable, read_json
 from tasks.data.text import TRAINED_TOKENIZERS
 
 
@@ -105,9 +104,11 @@ def copy_pretrained_for_another_task(task, seed: int, cache: Path, log) -> None:
         copy_record(twin, cache, config, dirs=("model",), skip=(EVAL_FILE,))
 
 
-def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress: bool):
-    """The pretrained small model: from --small, from the cache, or trained now (and cached)."""
-    from runs.experiment import run_experiment    # pretraining the small model is itself a run (of scratch)
+def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress: bool, pretrain):
+    """The pretrained small model: from --small, from the cache, or trained now (and cached) by
+    `pretrain(task, seed, cache, device, log, progress)`, called by one process under the cache entry's lock:
+    runs/experiment.py's `pretrain_small`, a run of `scratch`. Given, not imported: pretraining the small model is
+    itself a run, and a run calls this."""
     family = get_family(task.family)
     if small_dir is not None:
         small_dir = Path(small_dir)
@@ -134,11 +135,7 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
             if not (cache / SUMMARY).exists():
                 log(f"no --small given: pretraining the small model first ({task.small.layers} layers, "
                     f"hidden {task.small.hidden}, {task.small_recipe.steps} steps) -> {cache}")
-                pretrain = dict(seed=seed, device=device, out=cache, progress=progress, log=log, locked=True)
-                try:      # a pretraining cut short (Ctrl-C, a crash) continues where it stopped
-                    run_experiment(task.small_task(), get_method("scratch"), resume=True, **pretrain)
-                except CannotResume:
-                    run_experiment(task.small_task(), get_method("scratch"), overwrite=True, **pretrain)
+                pretrain(task, seed, cache, device, log, progress)
     summary = read_json(cache / SUMMARY)
     check_cached_tokenizer(task, cache)
     model = family.load(cache / "model")

@@ -133,16 +133,15 @@ def set_rng_state(state: dict) -> None:
 
 def save_checkpoint(path, model, optimizer, scheduler, state: TrainState, ledger: FlopsLedger, stage_index: int):
     """Written right after the row of `state.step` is logged. It carries the identity of its run (`run`: the digest
-    of the config.json beside it, runs.preflight.run_identity) and that row's step (`logged_step`), which --resume
-    checks against the record (runs/experiment.py check_checkpoint)."""
+    of the config.json beside it, runs.record.run_identity) and that row's step (`logged_step`), which --resume
+    checks against the record (runs/preflight.py check_checkpoint)."""
     # every rank calls this (under FSDP gathering the full state is a collective); only rank 0 writes
     model_state, optimizer_state = distributed.full_state(model, optimizer)
     if not distributed.is_main():
         return
     from pathlib import Path     # here, not at the top: the module's imports are the training loop's
 
-    from runs.preflight import run_identity
-    from runs.record import CONFIG, read_json
+    from runs.record import CONFIG, read_json, run_identity
     config = Path(path).parent / CONFIG
     identity = run_identity(read_json(config)) if config.exists() else None
     save_atomic({"model": model_state, "optimizer": optimizer_state,     # per-process temporary, fsync, rename

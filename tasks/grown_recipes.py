@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from models.family import unknown
+from tasks.registry import PAPER_RECIPES
 
 SAME = "same"
 
@@ -41,7 +42,6 @@ class GrownRecipe:
 
 
 def _paper_lr(task) -> dict:
-    from tasks.registry import PAPER_RECIPES
     return {"lr": PAPER_RECIPES[task.family][0].lr}
 
 

@@ -162,7 +162,8 @@ class Task:
     # Scale-dependent defaults for method config fields, by field name (no method is named here): a method
     # that has the field takes the value unless the user sets it.
     method_defaults: tuple[tuple[str, object], ...] = ()
-    # the preset a growth run's `recipe` was changed by (tasks/grown_recipes.py); "same": the task's own recipe
+    # the preset a growth run's `recipe` was changed by; "same": the task's own recipe. Set (and its name checked) by
+    # tasks/grown_recipes.py's apply_grown_recipe, a layer above this one: it reads the registry's paper recipes
     grown_recipe: str = "same"
     grown_changes: tuple[tuple[str, object], ...] = ()   # the recipe fields that preset changed, as it changed them
     extra: dict = field(default_factory=dict, compare=False, hash=False)
@@ -195,9 +196,6 @@ class Task:
                     raise ValueError(f"{', '.join(on)}: DeiT's augmentation is for image tasks, and {self.name} "
                                      f"trains {self.family} on text; leave it out")
                 check_augmentation(self.data, recipe.augmentation(), key)
-        from tasks.grown_recipes import PRESETS
-        if self.grown_recipe not in PRESETS:
-            raise ValueError(f"unknown grown_recipe '{self.grown_recipe}'; known: {', '.join(PRESETS)}")
         for key in ("data_path", "tokenizer"):
             if getattr(self, key) is not None and not str(getattr(self, key)).strip():
                 raise ValueError(f"{key} is empty; give a path (or leave {key} out for the task's default)")

@@ -69,20 +69,20 @@ def test_a_pair_copies_the_small_model_another_pair_pretrained(tmp_path, monkeyp
     byte for byte."""
     import torch
 
-    import runs.experiment as experiment
     import runs.small_model as small_model
     from analysis.load import identity, load_runs
     from runs import out_dirs
     from runs.computation import weights_digest
+    from runs.experiment import pretrain_small
     from runs.record import load_run
     monkeypatch.setattr(out_dirs, "OUT_ROOT", tmp_path)
     base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
     logs = []
-    first, _ = small_model.resolve_small(base, 0, None, torch.device("cpu"), logs.append, False)
+    first, _ = small_model.resolve_small(base, 0, None, torch.device("cpu"), logs.append, False, pretrain_small)
     src, dst = small_model.small_cache_dir(base, 0), small_model.small_cache_dir(large, 0)
     (src / "eval.json").write_text('{"task": "bert_small_base:small"}')     # names the task it evaluated for
-    monkeypatch.setattr(experiment, "run_experiment", lambda *a, **k: pytest.fail("pretrained a second time"))
-    second, info = small_model.resolve_small(large, 0, None, torch.device("cpu"), logs.append, False)
+    second, info = small_model.resolve_small(large, 0, None, torch.device("cpu"), logs.append, False,
+                                             lambda *a: pytest.fail("pretrained a second time"))
     assert "copied" in logs[-1] and not (dst / "eval.json").exists() and info["path"] == str(dst) != str(src)
     assert weights_digest(first) == weights_digest(second)
     copy, original = load_run(dst), load_run(src)
@@ -103,9 +103,10 @@ def test_a_small_model_of_another_computation_is_not_copied(tmp_path, monkeypatc
 
     import runs.small_model as small_model
     from runs import out_dirs
+    from runs.experiment import pretrain_small
     monkeypatch.setattr(out_dirs, "OUT_ROOT", tmp_path)
     base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
-    small_model.resolve_small(base, 0, None, torch.device("cpu"), lambda msg: None, False)
+    small_model.resolve_small(base, 0, None, torch.device("cpu"), lambda msg: None, False, pretrain_small)
     assert small_model.pretrained_for_another_task(large, 0) == small_model.small_cache_dir(base, 0)
     other_recipe = large.with_(small_recipe=large.small_recipe.with_(lr=large.small_recipe.lr / 2))
     assert small_model.pretrained_for_another_task(other_recipe, 0) is None
@@ -125,19 +126,18 @@ def test_a_small_model_pretrained_first_for_a_grown_recipe_run_is_copied_for_the
     named `grown_recipe: warmup0_paper_lr`)."""
     import torch
 
-    import runs.experiment as experiment
     import runs.small_model as small_model
     from runs import out_dirs
+    from runs.experiment import pretrain_small
     from runs.record import load_run
     from tasks.grown_recipes import apply_grown_recipe
     monkeypatch.setattr(out_dirs, "OUT_ROOT", tmp_path)
     base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
     grown = apply_grown_recipe(base, "warmup0", True, set())
     assert grown.recipe != base.recipe and grown.small_task().to_dict() == base.small_task().to_dict()
-    small_model.resolve_small(grown, 0, None, torch.device("cpu"), lambda msg: None, False)
+    small_model.resolve_small(grown, 0, None, torch.device("cpu"), lambda msg: None, False, pretrain_small)
     record = load_run(small_model.small_cache_dir(grown, 0)).config["task"]
     assert "grown_recipe" not in record and "grown_changes" not in record
-    monkeypatch.setattr(experiment, "run_experiment", lambda *a, **k: pytest.fail("pretrained a second time"))
     assert small_model.pretrained_for_another_task(large, 0) == small_model.small_cache_dir(grown, 0)
 
 

@@ -126,11 +126,12 @@ def test_two_processes_copy_a_small_model_another_pair_pretrained(tmp_path, monk
     it; no rank pretrains it again (a rank that did would wait forever on a collective the others never join)."""
     import runs.small_model as small_model
     from runs import out_dirs
+    from runs.experiment import pretrain_small
     from tasks import get_task
     monkeypatch.setattr(out_dirs, "OUT_ROOT", tmp_path / "out")
     monkeypatch.setenv("GROWBENCH_OUT", str(tmp_path / "out"))
     base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
-    small_model.resolve_small(base, 0, None, torch.device("cpu"), lambda msg: None, False)
+    small_model.resolve_small(base, 0, None, torch.device("cpu"), lambda msg: None, False, pretrain_small)
     torchrun(["--method", "stackbert", "--task", "bert_small_large", "--scale", "tiny", "--quiet", "--steps", "2",
               "--out", str(tmp_path / "two")])
     copied = load_run(small_model.small_cache_dir(large, 0))

@@ -336,7 +336,7 @@ BAD = [  # (arguments, what the one-line error must say); {tmp}: the test's dire
     ([*SCRATCH, "--set", "large.class_layers=2", "--set", "small.class_layers=2"], "the bert family has no use for it"),
     (["--method", "scratch", "--task", "deit_s_b", "--scale", "tiny", "--quiet", "--set", "large.vocab=100",
       "--set", "small.vocab=100"], "the vit family has no use for it"),
-    # refused when the tokenizer is trained (nothing cached; runs.experiment.check_vocab where it was cached before)
+    # refused when the tokenizer is trained (nothing cached; runs.preflight.check_vocab where it was cached before)
     ([*SCRATCH, "--set", "large.vocab=5", "--set", "small.vocab=5"], "5 is smaller than the"),
     (["--method", "stackbert", *TINY, "--set", "small_recipe.steps=0"], "give small_recipe.steps >= 1"),
     ([*SCRATCH, "--set", "lr=1e-3", "--set", "lr=2e-3"], "--set lr given twice"),
@@ -618,7 +618,7 @@ def test_device_names_are_checked_against_the_machine(monkeypatch):
     reads only is_available and device_count.)"""
     import torch
 
-    from run import resolve_device
+    from runs.cli import resolve_device
     assert resolve_device("cpu") == "cpu"
     with pytest.raises(ValueError, match="unknown device 'cuda:abc'"):
         resolve_device("cuda:abc")

@@ -84,7 +84,7 @@ def assert_refused(args, needle, out, capsys):
 
 def test_a_run_logs_rows_where_logged_steps_says(tmp_path):
     """check_checkpoint's rule for where rows are is the trainer's: a run's rows are exactly logged_steps."""
-    from runs.experiment import logged_steps
+    from runs.preflight import logged_steps
     from tasks import get_task
     out = tmp_path / "run"
     assert run.main(["--method", "scratch", *TINY, "--steps", "10", "--set", "log_every=3", "--set", "eval_every=4",

@@ -1,17 +1,14 @@
 """bench/small_continued.py: the no-growth control (the pair's small model trained on under the large recipe).
 Its committed result recomputes from the committed records, and its task grows nothing."""
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from bench.small_continued import compare, continued_task, run_dir
+from tasks import get_task
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.small_continued import compare, continued_task, run_dir  # noqa: E402
-from tasks import get_task  # noqa: E402
-
 RESULTS = sorted((ROOT / "bench" / "results").glob("small_continued*.json"))
 
 

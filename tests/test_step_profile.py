@@ -2,14 +2,12 @@
 whole run, model set-up and the final evaluation included, and divided by the step count, which put the trainer's
 GEMM time per step at twice the raw loop's. These tests count what is inside the window."""
 import os
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gpu_mfu import SyntheticTokens  # noqa: E402
 from bench.step_profile import breakdown, copy_sources, profiled_window  # noqa: E402

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from . import PretrainData, batch_indices, derive_seed, epoch_permutation
+from .base import PretrainData, batch_indices, derive_seed, epoch_permutation
 
 # DeiT's RASampler keeps an epoch at the data set's length rounded down to a multiple of 256 (its
 # num_selected_samples, summed over the processes), so an epoch shows about N / repeats distinct images, each

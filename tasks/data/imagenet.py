@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import derive_seed, to_device
+from .base import derive_seed, to_device
 from .image_recipe import PER_IMAGE, ImagePretrainData, seeded_global_rngs
 from .timm_posterize import posterize_keeping_zero_bits
 

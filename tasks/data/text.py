@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import PretrainData
+from .base import PretrainData
 
 TRAINED_TOKENIZERS = ("wordpiece", "bytelevel_bpe")
 WORDPIECE_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -213,7 +213,7 @@ def load_tokenizer(tokenizer: str, objective: str, source: str, path: str | None
             limit = None if key == "ptb" or path is not None else TOKENIZER_TRAIN_DOCS
             raw = _train_tokenizer(tokenizer, vocab_size, iter_documents(source, "train", path, limit, cache_root))
             if raw.get_vocab_size() > vocab_size:   # the corpus's alphabet and the specials alone exceed it: refuse
-                # before anything is cached (the run would be refused later anyway, by runs.experiment.check_vocab)
+                # before anything is cached (the run would be refused later anyway, by runs.preflight.check_vocab)
                 raise ValueError(f"vocab {vocab_size} is smaller than the {raw.get_vocab_size()} tokens a {tokenizer} "
                                  f"tokenizer of this corpus needs (its alphabet and special tokens); give small.vocab "
                                  f"and large.vocab >= {raw.get_vocab_size()}")

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import PretrainData
+from .base import PretrainData
 from .image_recipe import PER_IMAGE, ImagePretrainData
 from .imagenet import ImageNetData, load_imagenet_data
 

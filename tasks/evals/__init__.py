@@ -19,39 +19,18 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from models import ModelSpec, get_family
 from models.family import unknown
 from tasks.evals.finetune import EvalOptions, FinetuneRecipe  # noqa: F401  (re-exported)
-
-
-@dataclass(frozen=True)
-class Suite:
-    name: str
-    run: Callable
-    tasks: dict            # model kind ("text" / "image") -> every task name the suite knows
-    default: dict          # model kind -> the tasks run when --only is not given
-    doc: str = ""
-    unavailable: Callable | None = None   # () -> None, or why the suite cannot run here (checked up front)
-    load_data: Callable | None = None     # (task names, EvalOptions) -> None: loads what they need, or raises
-
-
-SUITES: dict[str, Suite] = {}
+from tasks.evals.registry import SUITES, Suite, register_suite  # noqa: F401  (re-exported)
+# each suite module registers its suite (tasks/evals/registry.py) when imported
+from tasks.evals import adapters, glue, mini, squad, transfer  # noqa: F401,I001
 
 
 def model_kind(family: str) -> str:
     """What the suites call a model of `family`: "image" or "text"."""
     return "image" if get_family(family).objective == "image" else "text"
-
-
-def register_suite(name: str, tasks: dict, default: dict | None = None, unavailable: Callable | None = None,
-                   load_data: Callable | None = None):
-    def deco(fn):
-        SUITES[name] = Suite(name, fn, tasks, default or tasks, (fn.__doc__ or "").strip().split("\n")[0],
-                             unavailable, load_data)
-        return fn
-    return deco
 
 
 @dataclass
@@ -207,6 +186,3 @@ def check_data(planned: list[tuple[str, list[str]]], options: EvalOptions) -> No
             raise ConnectionError(f"suite {name}: {e}; local copies are read with --set eval.data_dir=DIR "
                                   f"(formats: tasks/evals/{name}.py)") from None
 
-
-# the suite modules register themselves on import (kept last: they import this module's names)
-from tasks.evals import adapters, glue, mini, squad, transfer  # noqa: E402,F401

@@ -10,7 +10,7 @@ The suite's task names are GLUE's; the recipe would be GLUE's (paper §4.1) with
 """
 from __future__ import annotations
 
-from tasks.evals import register_suite
+from tasks.evals.registry import register_suite
 from tasks.evals.glue import PAPER_TASKS, TASKS
 
 REQUIRES = "transformers~=4.57.6"

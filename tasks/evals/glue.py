@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tasks.evals import register_suite
+from tasks.evals.registry import register_suite
 from tasks.evals.finetune import (EvalOptions, FinetuneRecipe, encode_pairs, finetune, load_text_model,
                                   mean_over_seeds, model_loss, pad_collate, predict, text_max_len)
 from tasks.evals.metrics import glue_metrics

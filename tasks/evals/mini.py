@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.evals import register_suite
+from tasks.evals.registry import register_suite
 from tasks.evals.finetune import EvalOptions, FinetuneRecipe, text_max_len
 from tasks.evals.glue import classify
 from tasks.evals.metrics import accuracy

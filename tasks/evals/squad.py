@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tasks.evals import register_suite
+from tasks.evals.registry import register_suite
 from tasks.evals.finetune import (TEXT_INPUTS, EvalOptions, FinetuneRecipe, finetune, load_text_model,
                                   mean_over_seeds, model_loss, pad_collate, predict, text_max_len, type_ids)
 from tasks.evals.metrics import squad_v1_scores, squad_v2_scores

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from models import get_family
-from tasks.evals import register_suite
+from tasks.evals.registry import register_suite
 from tasks.evals.finetune import EvalOptions, FinetuneRecipe, finetune, mean_over_seeds, predict
 from tasks.evals.metrics import top1
 
