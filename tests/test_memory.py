@@ -119,16 +119,17 @@ def test_release_does_nothing_where_it_cannot_or_is_turned_off(monkeypatch):
         assert allocator.describe()["release"] == f"off ({allocator.OFF}=1)"
 
 
-def test_memory_benchmark_refuses_bad_input_in_one_line(tmp_path):
+@pytest.mark.parametrize("args, needle", [(["--tasks", "bert_smal_base"], "unknown task"), (["--steps", "0"], "--steps"),
+                                          (["--scale", "huge"], "huge")])
+def test_memory_benchmark_refuses_bad_input_in_one_line(args, needle, tmp_path, capsys):
+    from bench import memory
     out = tmp_path / "memory.json"
-    for args, needle in ((["--tasks", "bert_smal_base"], "unknown task"), (["--steps", "0"], "--steps"),
-                         (["--scale", "huge"], "huge")):
-        done = subprocess.run([sys.executable, "bench/memory.py", *args, "--out", str(out)], cwd=ROOT,
-                              capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-        assert done.returncode == 2, done.stderr
-        lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], done.stderr
-        assert not out.exists()
+    with pytest.raises(SystemExit) as stop:
+        memory.main([*args, "--out", str(out)])
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
+    assert not out.exists()
 
 
 def test_memory_benchmark_measures_a_tiny_run(tmp_path):
