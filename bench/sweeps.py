@@ -7,6 +7,9 @@ resumed, pruned and evaluated.
     python -m bench.sweeps bert --dry-run                            # the plan: done / resume / new / unavailable
     python -m bench.sweeps recipes --runs ligo-warmup0 --seeds 0     # one run of a sweep, by its label
     python -m analysis --runs records/mini --out results/mini           # then the tables and figures
+    python -m bench.sweeps bert --seeds 0 1 --out records/regime --launcher local       # the runs as local jobs
+    python -m bench.sweeps bert --seeds 0 1 --out records/regime --launcher slurm --slurm-time 240 \
+        --slurm-partition gpu --slurm-gpus-per-node 1 --slurm-cpus-per-task 8      # ... or as Slurm jobs
 
 Runs land in OUT/<task>-<scale>/<label>-s<seed>/ (the label names a variant, e.g. ligo-fit500; analysis reads
 it back from the directory name). A re-run skips complete runs (summary.json present) and resumes incomplete
@@ -21,75 +24,23 @@ width-only pair) is not computed again: its directory gets the twin's record, wi
 and `same_computation_as` naming the twin, and analysis prints the two as one row. A scratch run is looked for in
 the other task directories too: bert_small_large and bert_base_large share theirs, and at paper and tiny scale the
 depth-only pair trains bert_small_base's large model (at mini it has its own warm-up: tasks/registry.py).
+
+By default the runs are made one after another in this process (`--launcher inline`). `--launcher local|slurm`
+makes each (or `--runs-per-job N` of them) a submitit job running the same per-run function (bench/sweep_run.py) on
+the same directory, waits for them and reports alike (bench/sweep_launch.py).
 """
 from __future__ import annotations
 
 import os
 import sys
-import time
-import traceback
 from pathlib import Path
 
-from bench.sweep_records import (copy_small_record, evaluate, find_twin, prune, record_as_twin, small_record_source,
-                                 stale_reason, status, suites_not_evaluated, twin_name)
+from bench.sweep_records import copy_small_record, evaluate, prune, status, suites_not_evaluated   # noqa: F401
 from bench.sweep_registry import SWEEPS, Entry, plan
+# one run, the same function inline and in a submitit job (bench/sweep_launch.py); re-exported for their callers
+from bench.sweep_run import build, check_common_key, run_dir, run_one, train   # noqa: F401
 from runs.cli import OneLineArgumentParser
 from tasks.scales import DEFAULT_SCALE, EMBEDDED_SCALES, SCALES
-
-def run_dir(out: Path, entry: Entry, scale: str, seed: int) -> Path:
-    return out / f"{entry.task}-{scale}" / f"{entry.name}-s{seed}"
-
-
-def check_common_key(key: str, method: str, shared: set) -> None:
-    """A --set key must mean something to every run it is given to: refused before any run, in one line (an
-    entry's own unknown setting, by contrast, is a method or option not written yet: that entry is unavailable)."""
-    from methods import METHODS
-    from methods.base import config_fields
-    from models.family import unknown
-    if key in shared or key in config_fields(METHODS[method]):
-        return
-    owners = sorted(name for name, cls in METHODS.items() if key in config_fields(cls))
-    if owners:
-        raise ValueError(f"--set {key}: an option of {', '.join(owners)}, not of method '{method}'; "
-                         f"select the methods that have it with --methods")
-    raise ValueError(unknown("--set key", key, shared | set(config_fields(METHODS[method])))
-                     + f" (recipe fields, small_recipe.<recipe field>, small.<spec field>, large.<spec field>, "
-                       f"training strategies, data_path, tokenizer, and the options of '{method}')")
-
-
-def build(entry: Entry, scale: str, common: tuple = ()):
-    """(task, method, strategies) for an entry, or raise LookupError saying what is missing. Settings go where
-    run.py --set sends them (runs/settings.py: method options, recipe and small_recipe fields, model specs,
-    data, training strategies), typed as the fields they replace. `common` settings (--set, as text) apply to
-    every entry, e.g. data_path=... at paper scale; they never enter the run's label."""
-    from methods import METHODS, get_method
-    from methods.base import config_fields
-    from runs.settings import route, task_keys
-    from runs.strategies import strategies_from_settings
-    from tasks import get_task
-    if entry.method not in METHODS:
-        raise LookupError(f"method '{entry.method}' is not registered yet")
-    task = get_task(entry.task, scale=scale)
-    shared = task_keys(task)
-    for key, _ in common:
-        check_common_key(key, entry.method, shared)
-    for key, _ in entry.settings:
-        if key not in shared and key not in config_fields(METHODS[entry.method]):
-            raise LookupError(f"neither method '{entry.method}', the recipe nor the training strategies have "
-                              f"an option '{key}' yet")
-    task, options, strategies = route(task, METHODS[entry.method], tuple(common) + tuple(entry.settings))
-    if entry.small_steps_frac is not None:
-        steps = max(1, round(task.small_recipe.steps * entry.small_steps_frac))
-        task = task.with_(small_recipe=task.small_recipe.with_(steps=steps))
-    chosen = strategies_from_settings(strategies) if strategies else None
-    return task, get_method(entry.method, task=task, **options), chosen
-
-
-def train(task, method, strategies, path: Path, seed: int, device: str, resume: bool, log) -> None:
-    from runs.experiment import run_experiment
-    extra = {"strategies": strategies} if strategies is not None else {}
-    run_experiment(task, method, seed=seed, device=device, out=path, resume=resume, progress=False,
-                   eval_lines=True, log=lambda msg: log(f"    {msg}"), **extra)
 
 
 def check_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tuple,
@@ -141,10 +92,12 @@ def run_sweep(names: list[str], scale: str = DEFAULT_SCALE, seeds: list[int] | N
               only: list[str] | None = None, dry_run: bool = False, prune_done: bool = False,
               device: str = "cpu", common: tuple = (), eval_suites: list[str] | None = None,
               eval_settings: tuple[str, ...] = (), log=print, labels: list[str] | None = None,
-              tasks: list[str] | None = None) -> dict[str, list[str]]:
+              tasks: list[str] | None = None, launch=None) -> dict[str, list[str]]:
     """Run (or with dry_run, list) every (entry, seed) of the named sweeps, evaluate them downstream on
     `eval_suites` (and the small models they grew from) with `eval_settings` ("KEY=VALUE" of
-    tasks.evals.EvalOptions, run.py's --set eval.KEY=VALUE), prune; returns runs by outcome."""
+    tasks.evals.EvalOptions, run.py's --set eval.KEY=VALUE), prune; returns runs by outcome. `launch`
+    (bench.sweep_launch.Launch): the runs as submitit jobs, locally or on Slurm; None or inline: one after another
+    in this process."""
     seeds = seeds if seeds is not None else ([0] if scale == "paper" else [0, 1])
     from runs import out_dirs
     from tasks.rules import SEED_LIMIT
@@ -161,6 +114,10 @@ def run_sweep(names: list[str], scale: str = DEFAULT_SCALE, seeds: list[int] | N
         eval_options = EvalOptions.parse(list(eval_settings), device=device)
     todo = plan(names, scale, seeds, only, labels, tasks)
     check_plan(todo, Path(out), scale, common, eval_suites, eval_options)
+    jobs = launch is not None and launch.kind != "inline"
+    if jobs:
+        from bench.sweep_launch import check_launch
+        check_launch(launch)
     at: list = []
     if dry_run:
         return run_plan(todo, out, scale, common, dry_run, prune_done, device, eval_suites, eval_options, log, at)
@@ -172,6 +129,10 @@ def run_sweep(names: list[str], scale: str = DEFAULT_SCALE, seeds: list[int] | N
                                            "skipped"))
     lock.acquire()
     try:
+        if jobs:      # the same runs, each made by the same function in a submitit job, into the same directories
+            from bench.sweep_launch import launch_plan
+            return launch_plan(todo, Path(out), scale, common, device, eval_suites, eval_settings, eval_options, log,
+                               launch, lambda path, entry, seed, ok: finish_run(path, entry, seed, ok, prune_done))
         return run_plan(todo, out, scale, common, dry_run, prune_done, device, eval_suites, eval_options, log, at)
     except KeyboardInterrupt as e:     # Ctrl-C, or SIGTERM/SIGHUP (run.py stop_signals_as_interrupt)
         if not at:
@@ -186,59 +147,28 @@ def run_sweep(names: list[str], scale: str = DEFAULT_SCALE, seeds: list[int] | N
 
 def run_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tuple, dry_run: bool, prune_done: bool,
              device: str, eval_suites: list[str] | None, eval_options, log, at: list) -> dict[str, list[str]]:
-    """run_sweep's loop over the checked plan; `at` says which run it is in."""
+    """run_sweep's loop over the checked plan, one run after another in this process (bench.sweep_run.run_one);
+    `at` says which run it is in."""
     outcome: dict[str, list[str]] = {"done": [], "ran": [], "same computation": [], "stale": [], "unavailable": [],
                                      "failed": [], "planned": []}
     for i, (entry, seed) in enumerate(todo, 1):
         path = run_dir(Path(out), entry, scale, seed)
         at[:] = [i, len(todo), path]             # where an interrupt stopped the sweep (run_sweep says so)
-        state, where = status(path), f"[{i}/{len(todo)}] {path}"
-        try:
-            task, method, strategies = build(entry, scale, common)
-            method = method.for_run(seed)      # the draws run_experiment gives it: what its record says
-        except LookupError as e:
-            log(f"{where}: unavailable ({e})")
-            outcome["unavailable"].append(f"{path}: {e}")
-            continue
-        stale = stale_reason(path, task, method, strategies) if state == "done" else None
-        if stale:
-            log(f"{where}: complete, but {stale}: not this sweep's result; move it away to re-run it")
-            outcome["stale"].append(f"{path}: {stale}")
-            continue
-        if dry_run or state == "done":
-            log(f"{where}: " + ("complete, skipped" if state == "done" else f"would {state.replace('new', 'run')}"))
-            outcome["done" if state == "done" else "planned"].append(str(path))
-            if dry_run:
-                continue
-        step, ok = "training", True
-        try:   # one failing run must not stop the rest of the sweep
-            twin = find_twin(task, method, strategies, path, seed, device, log) if state == "new" else None
-            if twin is not None:
-                record_as_twin(path, twin, method, task)
-                log(f"{where}: the same computation as {twin_name(path, twin)}: its record, not run again")
-                outcome["same computation"].append(f"{path} = {twin_name(path, twin)}")
-                state = "done"
-            if state != "done":
-                log(f"{where}: {'resuming' if state == 'resume' else 'running'} ...")
-                t0 = time.perf_counter()
-                train(task, method, strategies, path, seed, device, state == "resume", log)
-                log(f"{where}: finished in {time.perf_counter() - t0:.0f} s")
-                outcome["ran"].append(str(path))
-            step = "evaluation"
-            for target in ([path, small_record_source(path)] if eval_suites else []):
-                if target is not None:
-                    evaluate(target, eval_suites, eval_options, log)
-        except Exception as e:
-            log(f"{where}: {step} FAILED {type(e).__name__}: {e}")
-            log("".join(traceback.format_exception(e)[-3:]))
-            outcome["failed"].append(f"{path} ({step}): {type(e).__name__}: {e}")
-            if step == "training":
-                continue
-            ok = False          # trained but not evaluated: keep the weights for another try
-        copy_small_record(path, entry.small_label, seed)
-        if prune_done and ok:
-            prune(path)
+        got, ok = run_one(entry, seed, i, len(todo), Path(out), scale, common, dry_run, device, eval_suites,
+                          eval_options, log, train=train, evaluate=evaluate)
+        for key, items in got.items():
+            outcome[key].extend(items)
+        if ok is not None:
+            finish_run(path, entry, seed, ok, prune_done)
     return outcome
+
+
+def finish_run(path: Path, entry: Entry, seed: int, ok: bool, prune_done: bool) -> None:
+    """After a run (made, found complete, or recorded as its twin): the small model's record beside it, and with
+    --prune the record alone, unless its evaluation failed (`ok` False: the weights are kept for another try)."""
+    copy_small_record(path, entry.small_label, seed)
+    if prune_done and ok:
+        prune(path)
 
 
 def main(argv=None) -> int:
@@ -265,6 +195,23 @@ def main(argv=None) -> int:
     p.add_argument("--eval", nargs="+", metavar="SUITE", help="evaluate each finished run (and its small model) "
                    "downstream with these tasks/evals suites before pruning, e.g. --eval mini, --eval glue squad")
     p.add_argument("--list", action="store_true")
+    g = p.add_argument_group("launching through submitit (bench/sweep_launch.py)")
+    g.add_argument("--launcher", choices=("inline", "local", "slurm"), default="inline",
+                   help="inline (default): one run after another in this process; local: submitit jobs on this "
+                        "machine; slurm: submitit jobs on Slurm. The sweep waits for its jobs; records land in --out")
+    g.add_argument("--runs-per-job", type=int, metavar="N", help="runs made one after another in one job (default 1)")
+    g.add_argument("--local-parallelism", type=int, metavar="N", help="local: at most N jobs at once (default: one "
+                   "per GPU with --device cuda, else one per core); each gets max(1, cores // N) threads")
+    g.add_argument("--slurm-partition", help="slurm: the partition")
+    g.add_argument("--slurm-time", type=int, metavar="MINUTES", help="slurm: each job's time limit (required); "
+                   "a job that reaches it is requeued and resumes from its checkpoints")
+    g.add_argument("--slurm-gpus-per-node", type=int, metavar="N")
+    g.add_argument("--slurm-cpus-per-task", type=int, metavar="N", help="slurm: the job's cores, and its torch threads")
+    g.add_argument("--slurm-mem-gb", type=float, metavar="GB")
+    g.add_argument("--slurm-array-parallelism", type=int, metavar="N", help="slurm: at most N jobs of an array at once")
+    g.add_argument("--slurm", action="append", metavar="KEY=VALUE", help="slurm: any parameter of submitit's "
+                   "SlurmExecutor (executor.update_parameters(slurm_KEY=VALUE)), e.g. --slurm qos=high "
+                   "--slurm constraint=volta32gb")
     args = p.parse_args(argv)
     if args.list or not args.names:
         for s in SWEEPS.values():
@@ -303,13 +250,22 @@ def sweep_main(args) -> int:
     if args.out is not None and args.out.strip():
         args.out = Path(args.out)
     from runs.cli import resolve_device   # the one definition of --device (run.py's too)
-    args.device = resolve_device(args.device)
+    launch = None
+    if args.launcher != "inline" or args.runs_per_job is not None or args.local_parallelism is not None or any(
+            getattr(args, a) is not None for a in vars(args) if a.startswith("slurm")):
+        from bench.sweep_launch import check_device_name, launch_from_args
+        launch = launch_from_args(args)
+    if launch is not None and launch.kind == "slurm":
+        check_device_name(args.device)    # resolved in each job, on its node: this machine may have no GPU
+    else:
+        args.device = resolve_device(args.device)
     from runs.settings import check_repeated, split_eval_settings, split_item   # one --set (run.py's too)
     train_settings, eval_settings = split_eval_settings(args.settings, evaluate_only=False)
     common = tuple(split_item(item) for item in train_settings)
     check_repeated(common)
     result = run_sweep(args.names, args.scale, args.seeds, args.out, args.methods, args.dry_run, args.prune,
-                       args.device, common, args.eval, tuple(eval_settings), labels=args.runs, tasks=args.tasks)
+                       args.device, common, args.eval, tuple(eval_settings), labels=args.runs, tasks=args.tasks,
+                       launch=launch)
     print("; ".join(f"{k}: {len(v)}" for k, v in result.items() if v))
     for line in result["stale"] + result["unavailable"] + result["failed"]:
         print(f"  {line}")

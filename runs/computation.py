@@ -45,11 +45,18 @@ def fingerprint(model, method, task, seed: int, strategies=None, task_record: di
     recomputing the fingerprint that run logged under its own task's record)."""
     # the task's per-scale method defaults are in the method's config, which acts through the initial weights (a
     # fit) or the training signature (an extra loss): they are not the computation themselves
-    task_record = task.to_dict() if task_record is None else task_record
-    record = {"init": weights_digest(model), "plan": training_plan(method, task),
-              "training": method.training_signature(), "task": comparable_task(task_record), "seed": seed,
-              "strategies": strategies.record() if strategies is not None else None}
+    record = {"init": weights_digest(model), **computation_record(method, task, seed, strategies, task_record)}
     return hashlib.sha1(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def computation_record(method, task, seed: int, strategies=None, task_record: dict | None = None) -> dict:
+    """All `fingerprint` hashes but the initial weights: what is known of a run's computation before its model
+    exists. Two runs that differ here are never the same computation (a sweep launching runs side by side holds a
+    run back behind an earlier one only where these agree: bench/sweep_launch.py)."""
+    task_record = task.to_dict() if task_record is None else task_record
+    return {"plan": training_plan(method, task), "training": method.training_signature(),
+            "task": comparable_task(task_record), "seed": seed,
+            "strategies": strategies.record() if strategies is not None else None}
 
 
 def initial_fingerprint(task, method, seed: int, small_model, strategies=None, task_record: dict | None = None) -> str:
@@ -77,6 +84,12 @@ def logged_fingerprint(metrics: list[dict]) -> str | None:
 NOT_READ_WITHOUT_SMALL = ("name", "small", "small_recipe", "notes", "evals", "grown_recipe")
 
 
+def read_without_small(task_record: dict | None) -> dict:
+    """What a run that uses no small model reads of its task's record (all but NOT_READ_WITHOUT_SMALL)."""
+    from runs.record import jsonable
+    return jsonable({k: v for k, v in (comparable_task(task_record) or {}).items() if k not in NOT_READ_WITHOUT_SMALL})
+
+
 def computed_elsewhere(task, method, strategies, seed: int, candidates) -> Path | None:
     """The first of `candidates` (run directories of other tasks) that is, bit for bit, the run `method` (one that
     uses no small model) would make on `task`: complete, computed there (not itself a copy), of this seed, its
@@ -85,17 +98,14 @@ def computed_elsewhere(task, method, strategies, seed: int, candidates) -> Path 
     plan, strategies, seed). None otherwise, and for records made before fingerprints were logged."""
     from runs.record import CONFIG, SUMMARY, comparable_method, jsonable, load_run
 
-    def read_by_this_run(record: dict | None) -> dict:
-        return jsonable({k: v for k, v in (comparable_task(record) or {}).items() if k not in NOT_READ_WITHOUT_SMALL})
-
-    mine = (read_by_this_run(task.to_dict()), jsonable(comparable_method(method.describe())))
+    mine = (read_without_small(task.to_dict()), jsonable(comparable_method(method.describe())))
     for other in candidates:
         if not ((other / SUMMARY).exists() and (other / CONFIG).exists()):
             continue
         run = load_run(other)
         if "same_computation_as" in run.config or run.config.get("seed") != seed:
             continue
-        theirs = (read_by_this_run(run.config.get("task")), jsonable(comparable_method(run.config.get("method"))))
+        theirs = (read_without_small(run.config.get("task")), jsonable(comparable_method(run.config.get("method"))))
         logged = logged_fingerprint(run.metrics)
         if theirs == mine and logged is not None and logged == initial_fingerprint(
                 task, method, seed, None, strategies, task_record=run.config["task"]):
@@ -103,5 +113,5 @@ def computed_elsewhere(task, method, strategies, seed: int, candidates) -> Path 
     return None
 
 
-__all__ = ["NOT_READ_WITHOUT_SMALL", "computed_elsewhere", "fingerprint", "initial_fingerprint",
-           "logged_fingerprint", "training_plan", "weights_digest"]
+__all__ = ["NOT_READ_WITHOUT_SMALL", "computation_record", "computed_elsewhere", "fingerprint", "initial_fingerprint",
+           "logged_fingerprint", "read_without_small", "training_plan", "weights_digest"]
