@@ -51,6 +51,7 @@ SLURM_FLAGS = {"partition": "slurm_partition", "time": "timeout_min", "gpus_per_
 SLURM_FLAG_KEYS = {"partition": "partition", "time": "time", "timeout_min": "time", "gpus_per_node": "gpus_per_node",
                    "cpus_per_task": "cpus_per_task", "mem": "mem_gb", "mem_gb": "mem_gb",
                    "array_parallelism": "array_parallelism"}
+ONE_TASK = ("nodes", "tasks_per_node", "ntasks_per_node")    # each task would make the same runs
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,9 @@ def launch_from_args(args) -> Launch:
                              "--slurm qos=high)")
         if key in SLURM_FLAG_KEYS:
             raise ValueError(f"--slurm {key}: set it with --slurm-{SLURM_FLAG_KEYS[key].replace('_', '-')}")
+        if key in ONE_TASK:
+            raise ValueError(f"--slurm {key}: a job is one process on one node, making its runs one after another "
+                             "(more runs at once: more jobs, --slurm-array-parallelism)")
         if f"slurm_{key}" in params:
             raise ValueError(f"--slurm {key} given twice")
         params[f"slurm_{key}"] = parse_value(value)

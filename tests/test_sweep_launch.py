@@ -156,6 +156,7 @@ def test_slurm_options_reach_sbatch(tmp_path, monkeypatch):
     (["--launcher", "slurm"], "--launcher slurm needs --slurm-time MINUTES"),
     (["--launcher", "slurm", "--slurm-time", "60", "--slurm", "time=30"], "--slurm time: set it with --slurm-time"),
     (["--launcher", "slurm", "--slurm-time", "60", "--slurm", "partitoin=dev"], "did you mean 'partition'"),
+    (["--launcher", "slurm", "--slurm-time", "60", "--slurm", "ntasks_per_node=2"], "a job is one process on one node"),
     (["--launcher", "slurm", "--slurm-time", "60"], "--launcher slurm: no Slurm here (submitit finds no srun)"),
     (["--launcher", "slurm", "--slurm-time", "60", "--device", "gpu"], "unknown device 'gpu'"),
 ])
