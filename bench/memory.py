@@ -2,8 +2,8 @@
 
 For each task (one per family), the trainer (`runs.trainer.train`, the scratch method: the task's large model from
 its own init, exactly as a run trains it) runs N steps and then, in another fresh process, 4N steps, at the given
-scale on the CPU (or a GPU), logging rows as the recipe does and evaluating at the end. Each run is its own process, so one run's heap
-never carries into the next. Each step, after the optimizer step, the process's resident set size
+scale on the CPU (or a GPU), logging rows as the recipe does and evaluating at the end. Each run is its own process,
+so one run's heap never carries into the next. Each step, after the optimizer step, the process's resident set size
 (/proc/self/statm) is sampled, and on a GPU the device memory torch has allocated.
 
 Reported per task:
@@ -14,11 +14,14 @@ Reported per task:
   allocator's first pages); and the same from the two peaks, (peak(4N) - peak(N)) / 3N;
 - on a GPU, the same slope of torch.cuda.memory_allocated and its peak (max_memory_allocated).
 
-A flat trainer grows by ~0 MB per 1,000 steps; what a long run would add is the slope times its steps (at the
-paper's 400K steps, 1 MB per 1,000 steps is 0.4 GB).
+The trainer gives the heap's free pages back at every logged row (runs/allocator.py), so its resident size rises
+between two rows and falls at each: the slope over N..4N includes that rise when the window holds few rows, and the
+resident size at the row steps (`rss_at_step_mb` at multiples of log_every, sampled before the row's release) is the
+envelope to read. A flat trainer's envelope grows by ~0 MB per 1,000 steps; what a long run would add is the slope
+times its steps (at the paper's 400K steps, 1 MB per 1,000 steps is 0.4 GB).
 
-`--glibc-defaults` measures the trainer with glibc's own malloc settings (GROWBENCH_GLIBC_DEFAULTS=1, which
-runs/allocator.py honours): the "before" of its fix.
+`--glibc-defaults` measures the trainer without that release (GROWBENCH_GLIBC_DEFAULTS=1, which runs/allocator.py
+honours): the "before" of the fix.
 
 Run: HF_HUB_OFFLINE=1 python bench/memory.py [--steps 25] [--tasks bert_small_base ...] [--scale mini]
      [--threads 1] [--device cpu] [--glibc-defaults]
@@ -177,8 +180,8 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", default="mini")
     ap.add_argument("--threads", type=non_negative_int, default=1, help="torch threads in each run (0: torch's default)")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--glibc-defaults", action="store_true", help="leave glibc's malloc settings as they are "
-                    "(GROWBENCH_GLIBC_DEFAULTS=1): the trainer before runs/allocator.py")
+    ap.add_argument("--glibc-defaults", action="store_true", help="the trainer without its release of the "
+                    "heap's free pages (GROWBENCH_GLIBC_DEFAULTS=1): the trainer before runs/allocator.py")
     ap.add_argument("--out", default=None, help="result file (default bench/results/memory-<device type>.json)")
     ap.add_argument("--child", nargs=2, metavar=("TASK", "STEPS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
