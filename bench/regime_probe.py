@@ -26,7 +26,7 @@ from bench.cli import refused_as_one_line
 from runs.record import SUMMARY, load_run, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTROLS, RUNS = "controls", "runs"
+CONTROLS, RUNS, SMALL = "controls", "runs", "small"     # a probe folder's parts: self-contained once trained
 
 
 def train(task: str, scale: str, settings: list[str], seeds: list[int], out: Path) -> None:
@@ -38,6 +38,23 @@ def train(task: str, scale: str, settings: list[str], seeds: list[int], out: Pat
                     [sys.executable, "-m", "bench.sweeps", task_sweep(task), "--runs", "scratch", "--tasks", task,
                      "--seeds", str(seed), "--scale", scale, "--out", str(out / RUNS), *sets]):
             subprocess.run(cmd, cwd=ROOT, check=True)
+
+
+def small_record(config: dict) -> Path:
+    """The small model's pretraining record a run grew from: its cache entry (`small.path`), or the folder above an
+    exported model given with --small."""
+    path = Path(config["small"]["path"])
+    return path if (path / SUMMARY).exists() else path.parent
+
+
+def keep_small_records(out: Path) -> None:
+    """Copy each control's small-model record (config, metrics, summary; no weights) from the cache into
+    `out/small/<cache entry>/`, so that the probe folder holds all three records its table reads."""
+    from runs.record import CONFIG, copy_record
+    for control_dir in sorted((out / CONTROLS).glob("*/direct_copy-s*")):
+        cached = small_record(read_json(control_dir / CONFIG))
+        if (cached / SUMMARY).exists() and not (out / SMALL / cached.name / SUMMARY).exists():
+            copy_record(cached, out / SMALL / cached.name, read_json(cached / CONFIG))
 
 
 def task_sweep(task: str) -> str:
@@ -83,7 +100,9 @@ def probe_rows(root: Path) -> list[dict]:
         task = control.config["task"]
         name = task["name"].removesuffix("_smallcont")
         scratch_dir = next(iter(sorted((root / RUNS).glob(f"{name}-*/scratch-s{seed}"))), None)
-        small_dir = Path(control.config["small"]["path"]).parent
+        small_dir = small_record(control.config)
+        if not (small_dir / SUMMARY).exists():                      # a committed probe: its own copy
+            small_dir = root / SMALL / small_dir.name
         if scratch_dir is None or not (scratch_dir / SUMMARY).exists() or not (small_dir / SUMMARY).exists():
             continue
         scratch, small = load_run(scratch_dir), load_run(small_dir)
@@ -164,6 +183,7 @@ def main(argv=None) -> int:
             task_sweep(args.task)
     if args.table is None:
         train(args.task, args.scale, args.settings, args.seeds, args.out)
+        keep_small_records(args.out)
     rows = [r for folder in (args.table or [args.out]) for r in probe_rows(folder)]
     print(table(rows))
     if args.json is not None:

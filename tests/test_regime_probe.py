@@ -1,0 +1,35 @@
+"""bench/regime_probe.py: the committed probe table recomputes from the committed probe records (a probe folder holds
+its small model's record, its control and scratch), and bad input is refused in one line before anything runs."""
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.regime_probe import main, probe_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULT = ROOT / "bench" / "results" / "regime_probe.json"
+
+
+@pytest.mark.skipif(not RESULT.exists(), reason="no committed probe table")
+def test_the_committed_probe_table_recomputes_from_its_records():
+    committed = json.loads(RESULT.read_text())["rows"]
+    again = [r for folder in sorted((ROOT / "records" / "probes").iterdir()) for r in probe_rows(folder)]
+    assert again == committed
+    for row in again:       # the regime verdict is every check, the control's included
+        checks = [v for k, v in row.items() if k.startswith("check_")]
+        assert row["passes"] == all(v is True for v in checks)
+        assert row["check_control"] == (row["control_best"] > row["scratch_final"])      # text: lower is better
+
+
+@pytest.mark.parametrize("argv, said", [([], "give a task and --out"),
+                                        (["--table", "records"], "not a probe folder"),
+                                        (["bert_small_base", "--out", "{tmp}/p", "--set", "fit_steps=3"],
+                                         "the control takes recipe fields")])
+def test_bad_input_is_one_line_and_trains_nothing(argv, said, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "p").exists()
