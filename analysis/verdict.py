@@ -280,6 +280,8 @@ class PaperResult:
     section: str       # REPRODUCE.md's section heading that says why
 
 
+STRATEGIES = ("layerdrop", "tokendrop", "staged")        # Figure 5's runs: bench/sweep_registry.py ORTHOGONAL
+FIGURE5 = "Figure 5 — LiGO with orthogonal efficient-training strategies"
 PAPER_RESULTS: tuple[PaperResult, ...] = (
     PaperResult("Table 1, Fig. 2(a-b)", "BERT-Small→Base", "bert_small_base", "LiGO first, 44.7%", First(),
                 "Figure 2 and Table 1 — BERT"),
@@ -294,9 +296,9 @@ PAPER_RESULTS: tuple[PaperResult, ...] = (
     PaperResult("Table 2, Fig. 4", "DeiT-S→B", "deit_s_b", "LiGO first, 55.4%", First(),
                 "Figure 4 and Table 2 — DeiT"),
     PaperResult("Fig. 5", "BERT-Small→Base", "bert_small_base", "+4.7 / +7.4 / +8.2 over LiGO",
-                Adds("ligo", ("layerdrop", "tokendrop", "staged")), "Figure 5 — LiGO with orthogonal efficient-training strategies"),
+                Adds("ligo", STRATEGIES), FIGURE5),
     PaperResult("Fig. 5 (copy start)", "BERT-Small→Base", "bert_small_base", "as above",
-                Adds("ligo_copy", ("layerdrop", "tokendrop", "staged")), "Figure 5 — LiGO with orthogonal efficient-training strategies"),
+                Adds("ligo_copy", STRATEGIES), FIGURE5),
     PaperResult("Fig. 6(a)", "depth only", "bert_depth_only", "LiGO first, 51.7%", First(),
                 "Figure 6 — depth-only and width-only growth"),
     PaperResult("Fig. 6(b)", "width only", "bert_width_only", "LiGO first, 41.6%", First(),
