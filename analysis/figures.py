@@ -30,6 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 import pandas as pd  # noqa: E402
 
 from analysis import names  # noqa: E402
+from analysis.frames import one_machine  # noqa: E402
 from analysis.identical import merge  # noqa: E402
 from analysis.names import COLORS, OTHER_COLORS  # noqa: E402,F401  (the fallback for records made before)
 from analysis.savings import mean_curve, scratch_target, target_metric  # noqa: E402
@@ -209,7 +210,7 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str, styles: dict 
             continue
         if panel.x == "wall":
             cur, gone = one_machine(cur)
-            left_out += gone
+            left_out += [f"{display(label)} s{seed}" for label, seed in gone]
         metric = target_metric(cur)
         scale_y = 100.0 if metric == "eval_acc" else 1.0
         labels, merged = _labels(cur, panel.labels), merge(cur)
@@ -278,23 +279,6 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str, styles: dict 
         ax.text(0.5, 0.5, "no growth runs yet" if ax.lines else "no runs", ha="center", va="center",
                 transform=ax.transAxes, color="gray")
     return drawn
-
-
-def one_machine(cur: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """A task's curves for a wall-time panel: only runs made on the machine (device and thread count) scratch's runs
-    were made on, as wall time compares nothing across machines; and the runs left out ("LiGO s1"). Where scratch's
-    seeds ran on several machines, the one most of them used.
-    Load on a shared machine is not recorded: the savings tables' ‡ flags a run whose speed per FLOP differs from its
-    scratch seed's."""
-    if "machine" not in cur or cur.empty:
-        return cur, []
-    scratch = cur[(cur["role"] == "large") & (cur["label"] == "scratch")]
-    if scratch.empty:
-        return cur, []
-    machine = scratch.groupby("seed")["machine"].first().mode().iloc[0]
-    keep = (cur["role"] != "large") | (cur["machine"] == machine)
-    gone = cur[~keep].groupby(["label", "seed"]).size().index
-    return cur[keep], [f"{display(label)} s{seed}" for label, seed in gone]
 
 
 def _unigram(cur: pd.DataFrame, metric: str) -> float | None:

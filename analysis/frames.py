@@ -199,3 +199,20 @@ def curves_frame(runs: list[Run]) -> pd.DataFrame:
         df[c] = pd.to_numeric(df[c], errors="coerce")
     df["full_model"] = df["full_model"].astype(bool)
     return df
+
+
+def one_machine(cur: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, int]]]:
+    """A task's curves for a wall-time panel: only runs made on the machine (device and thread count) scratch's runs
+    were made on, as wall time compares nothing across machines; and the runs left out, (label, seed). Where scratch's
+    seeds ran on several machines, the one most of them used.
+    Load on a shared machine is not recorded: the savings tables' ‡ flags a run whose speed per FLOP differs from its
+    scratch seed's."""
+    if "machine" not in cur or cur.empty:
+        return cur, []
+    scratch = cur[(cur["role"] == "large") & (cur["label"] == "scratch")]
+    if scratch.empty:
+        return cur, []
+    machine = scratch.groupby("seed")["machine"].first().mode().iloc[0]
+    keep = (cur["role"] != "large") | (cur["machine"] == machine)
+    gone = cur[~keep].groupby(["label", "seed"]).size().index
+    return cur[keep], [(label, int(seed)) for label, seed in gone]

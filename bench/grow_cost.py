@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -29,25 +28,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 
 from bench.cli import check_known, check_result_file, non_negative_int, refused_as_one_line  # noqa: E402
+from bench.resident import reset_peak, status_kib  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
 from runs.cli import OneLineArgumentParser  # noqa: E402
 
 PAIRS = ("bert_base_large", "gpt2_base_medium", "deit_s_b")
-STATUS = Path("/proc/self/status")
-
-
-def status_kib(field: str) -> int:
-    return int(re.search(rf"{field}:\s+(\d+)", STATUS.read_text()).group(1))
-
-
-def reset_peak() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
 def child(pair: str, method_name: str, threads: int) -> dict:
     """One measurement in this (fresh) process."""
     import gc

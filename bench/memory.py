@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -46,39 +45,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from bench.cli import check_result_file, checked_device, non_negative_int, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import write_result  # noqa: E402
+from bench.resident import MB, peak_mb, reset_peak, resident_mb  # noqa: E402
 from runs.cli import OneLineArgumentParser  # noqa: E402
 
 # one task per family: the pairs of the README and of the paper's tables
 TASKS = ("bert_small_base", "roberta_small_base", "gpt2_base_medium", "llama_small_base", "deit_s_b")
 SEED = 0
-MB = 2 ** 20
-
-
-def resident_mb() -> float:
-    """The resident set size now (Linux /proc/self/statm; elsewhere the peak so far, which is all getrusage gives)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / MB
-    except OSError:
-        import resource
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return peak / (MB if sys.platform == "darwin" else 1024)       # bytes on macOS, KiB on Linux
-
-
-def reset_peak() -> bool:
-    """Reset the kernel's high-water mark of resident memory (VmHWM) to the current size; False where it cannot."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_mb() -> float:
-    try:
-        return int(re.search(r"VmHWM:\s+(\d+)", Path("/proc/self/status").read_text()).group(1)) / 1024
-    except (OSError, AttributeError):
-        return resident_mb()
 
 
 def slope_per_1000(points: list[tuple[int, float]]) -> float | None:

@@ -61,11 +61,13 @@ def check_same_computation(config: dict, new: str, where: Path) -> None:
         raise ValueError(f"--rename ...={new}: no method '{new}' is registered")
     recorded = config["method"]
     options = dict(recorded.get("config") or {})
-    fields = {f.name for f in dataclasses.fields(METHODS[new].Config)}
+    defaults = METHODS[new].Config()
+    fields = {f.name for f in dataclasses.fields(defaults)}
     if set(options) != fields:
         raise ValueError(f"{where}: its options {sorted(set(options) ^ fields)} are not (all) options of '{new}'")
-    if "fit_adam_betas" in options:                   # JSON has no tuples
-        options["fit_adam_betas"] = tuple(options["fit_adam_betas"])
+    for key, value in options.items():                # JSON has no tuples: a tuple option comes back a list
+        if isinstance(getattr(defaults, key), tuple) and isinstance(value, list):
+            options[key] = tuple(value)
     method = METHODS[new](**options)
     method.seed_source = recorded.get("seed_source")
     now = comparable_method(method.describe())
