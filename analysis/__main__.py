@@ -276,7 +276,7 @@ def main(argv=None) -> int:
                    "earlier analysis's output)")
     p.add_argument("--formats", nargs="+", default=DEFAULT_FORMATS, help="figure formats (default: png pdf)")
     p.add_argument("--controls", type=Path, default=None,
-                   help="records of the no-growth control (bench/small_continued.py), for the regime check")
+                   help="records of the no-growth control (bench/experiments/small_continued.py), for the regime check")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     problem = check_args(args)      # all before anything is read or written

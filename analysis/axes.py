@@ -7,7 +7,7 @@
 - `recipe_curve_table`: where the curves stand under each preset (the eval metric at steps 0, 50, 200 and at the
   end), the comparison that remains when a preset leaves every run short of scratch's final:
   recipe-curves-<task>-<scale>.md/.tex.
-- `start_parts_table`: LiGO's start taken apart (bench/sweep_registry.py official_start_parts): its copy start,
+- `start_parts_table`: LiGO's start taken apart (bench/sweeps/registry.py official_start_parts): its copy start,
   then LiGO's parts added one group at a time, each row's curve at steps 0, 200, 400, 800 and the end
   and its saving, with the step each row adds to the one above: starts-<task>-<scale>.md/.tex.
 - `twins_table` / `twins_figure`: per label, the share of added units still twins of another unit (models/twins.py),
@@ -163,7 +163,7 @@ def recipe_figure(rows: pd.DataFrame, task: str, scale: str, out: Path, formats=
 
 
 # LiGO's start rebuilt from its copy start, one group of its parts a row (methods/ligo.py says what each is;
-# bench/sweep_registry.py official_start_parts makes the runs between the two ends)
+# bench/sweeps/registry.py official_start_parts makes the runs between the two ends)
 START_PARTS = (("ligo_copy", "LiGO's copy start (Net2Net's copies, pseudo-inverse tying, one-hot depth, its fit)"),
                ("ligo_copy-random", "+ LiGO's random width rows"),
                ("ligo-pinv", "+ LiGO's depth init, order and fit"),

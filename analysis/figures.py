@@ -13,7 +13,7 @@ titles give the shapes the records trained (config.json task.small -> task.large
 figure titles the paper's names as the paper's.
 
 `PAPER_FIGURES` maps each of the paper's figures to its panels: tasks, x axis, and which run labels to draw
-(labels are run-directory names without -s<seed>, as bench/sweeps.py writes them). `curve_figure` draws any
+(labels are run-directory names without -s<seed>, as bench/sweeps/cli.py writes them). `curve_figure` draws any
 task at any scale, so runs nobody planned for are still plotted. Matplotlib runs on the Agg backend: no display.
 """
 from __future__ import annotations

@@ -90,7 +90,7 @@ def fingerprint(run: Run) -> str | None:
 
 
 def twin_of(run: Run) -> tuple[str, int] | None:
-    """(label, seed) of the run this record was copied from as the same computation (bench/sweeps.py
+    """(label, seed) of the run this record was copied from as the same computation (bench/sweeps/cli.py
     record_as_twin writes config "same_computation_as": "<label>-s<seed>"), or None."""
     name = run.config.get("same_computation_as")
     # a twin in another task directory ("<task dir>/<label>-s<seed>") is no label of this task's tables

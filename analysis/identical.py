@@ -2,7 +2,7 @@
 
 Two runs are the same computation when their step-0 rows logged the same fingerprint (runs/computation.py: the
 initial weights, training plan and signature, task, strategies and seed), or when a sweep recorded one as the
-other's twin (config "same_computation_as", bench/sweeps.py) instead of computing it again. Records made before
+other's twin (config "same_computation_as", bench/sweeps/cli.py) instead of computing it again. Records made before
 the fingerprint was logged are matched by their curves instead: two runs of one seed, neither with a
 fingerprint, whose every evaluation point is bit-equal (analysis.frames.curve_digest). Two *labels* of a
 task are merged (one table row "StackBERT = Net2Net", one figure line) when they ran the same seeds and are one

@@ -6,7 +6,7 @@ silently. `identity` is the key a run is grouped and paired by; analysis/frames.
 DataFrames the tables and figures read (`runs_frame`, `curves_frame`).
 
 A run's *label* is its directory name without the `-s<seed>` suffix (`ligo-fit500-s1` -> `ligo-fit500`), so
-variants of one method (bench/sweep_registry.py names them) are told apart; a directory named otherwise takes the
+variants of one method (bench/sweeps/registry.py names them) are told apart; a directory named otherwise takes the
 method's name. Pretraining runs of the small model (task `<name>:small`, e.g. the cache under
 runs/out/cache/small, or the `small-s<seed>` copies a sweep makes) get role "small" and label "small": they
 give the figures' dotted line and Table 5's first row (label "small"; "small-<variant>" for a small model

@@ -7,7 +7,7 @@ scratch ends below the small model, and the small model was pretrained on at lea
 trains on. Per vision task: at least 5,000 eval images (reference.eval_items) and scratch at least 1 point
 of accuracy above the small model. Every task: LiGO's default operator fit (the run labelled `ligo`, else
 `ligo_copy`) costs at most 2% of scratch's total FLOPs (the paper's "negligible", §4.1). With `--controls` (records of
-bench/small_continued.py: task `<task>_smallcont`, the pair's small model trained on at its own size under the large
+bench/experiments/small_continued.py: task `<task>_smallcont`, the pair's small model trained on at its own size under the large
 recipe, nothing grown), every task: that control stays short of scratch's final value at every seed and every
 evaluation (the rule savings credit a method by); where the small
 model alone reaches what scratch reaches, a saving measures how much of the small model's training a start keeps,
@@ -26,7 +26,7 @@ UNIGRAM_MARGIN = 1.0      # nats the small model must beat unigram statistics by
 FIT_SHARE = 0.02          # LiGO's fit, as a share of scratch's total FLOPs
 MIN_EVAL_ITEMS = 5_000    # eval images: below this an accuracy point is within sampling noise
 ACC_MARGIN = 0.01         # scratch over the small model, in accuracy (1 point)
-CONTROL_SUFFIX = "_smallcont"   # bench/small_continued.py's task name for the no-growth control of a task
+CONTROL_SUFFIX = "_smallcont"   # bench/experiments/small_continued.py's task name for the no-growth control of a task
 # The small model's pretraining tokens, as a share of the large run's, below which its head start is spent within
 # the run: the paper pretrains BERT-Small 220K steps for a 400K-step BERT-Base (0.55, App. C.1), and a mini pair
 # trained at a quarter (BERT-Small->Base at 6,400 steps, small model 1,600: records/bert-long) has interpolation
@@ -141,7 +141,7 @@ def _control_check(task, scale, scratch, controls, metric) -> Check:
              and pd.notna(sc[metric].iloc[0])]
     if not pairs:
         why = "no control run" if not len(c) else "no scratch run of the control's seeds"
-        return Check(task, scale, name, f"n/a ({why}: bench/small_continued.py)", short="no control")
+        return Check(task, scale, name, f"n/a ({why}: bench/experiments/small_continued.py)", short="no control")
     higher = metric == "final_acc"
     reached = [seed for seed, _, top, sc in pairs if (top >= sc if higher else top <= sc)]
     fmt = (lambda v: f"{100 * v:.2f}%") if higher else (lambda v: f"{v:.3f}")

@@ -42,7 +42,7 @@ DISTILLED_NOTE = ("* a teacher ran in this interval (KI before its distillation 
 RECIPE_NOTE = ("¶ trained under another recipe than its task's scratch run, outside any named grown recipe (the "
                "report's problems name the fields that differ): its row compares two recipes, not two starts under "
                "one")
-# Table 3's runs: a LiGO start and its fit-steps variants, `ligo-fit<N>` (bench/sweep_registry.py), `ligo_copy-fit<N>`
+# Table 3's runs: a LiGO start and its fit-steps variants, `ligo-fit<N>` (bench/sweeps/registry.py), `ligo_copy-fit<N>`
 LIGO_STARTS = ("ligo", "ligo_copy")
 FIT_STEPS_LABEL = re.compile(r"^(?P<start>ligo|ligo_copy)(-fit\d+)?$")
 

@@ -280,7 +280,7 @@ class PaperResult:
     section: str       # REPRODUCE.md's section heading that says why
 
 
-STRATEGIES = ("layerdrop", "tokendrop", "staged")        # Figure 5's runs: bench/sweep_registry.py ORTHOGONAL
+STRATEGIES = ("layerdrop", "tokendrop", "staged")        # Figure 5's runs: bench/sweeps/registry.py ORTHOGONAL
 FIGURE5 = "Figure 5 — LiGO with orthogonal efficient-training strategies"
 PAPER_RESULTS: tuple[PaperResult, ...] = (
     PaperResult("Table 1, Fig. 2(a-b)", "BERT-Small→Base", "bert_small_base", "LiGO first, 44.7%", First(),

@@ -9,6 +9,9 @@ import sys
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]     # the repository's root
+RESULTS = REPO / "bench" / "results"          # where every benchmark's figures are committed
+
 
 def environment() -> dict:
     env = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}

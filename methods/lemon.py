@@ -38,7 +38,7 @@ growth of a post-norm family is exact (s = 1, no extra units).
 
 LEMON's learning-rate schedule for the grown model (maximum rate kept, faster decay) is a recipe, not a growth: the
 task's recipe trains the grown model, and `--steps N` (or `--set steps=N`) is that schedule, its decay ending
-at N; the `lemon` sweep (bench/sweep_registry.py) runs it at the share of the steps LEMON's ViT result kept.
+at N; the `lemon` sweep (bench/sweeps/registry.py) runs it at the share of the steps LEMON's ViT result kept.
 """
 from __future__ import annotations
 

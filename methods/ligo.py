@@ -174,7 +174,7 @@ def fit_uses_tf32(device: torch.device, bf16: bool) -> bool:
 
 class FitSession:
     """One operator fit: the large skeleton, the optimiser and schedule, and `step(batch)`; `fit` loops over it,
-    bench/ligo_fit_cost.py times single steps of it."""
+    bench/perf/ligo_fit_cost.py times single steps of it."""
 
     def __init__(self, method: "Ligo", small, task):
         c, self.family, self.task = method.config, get_family(task.family), task

@@ -5,7 +5,7 @@ from models.family import unknown
 
 METHODS: dict[str, type] = {}
 
-# The sweeps built from what methods declare (GrowthMethod.sweeps; bench/sweep_registry.py): the main comparisons, one
+# The sweeps built from what methods declare (GrowthMethod.sweeps; bench/sweeps/registry.py): the main comparisons, one
 # pair each (the paper's BERT, RoBERTa, GPT-2, DeiT and CaiT pairs, and the Llama-style pair). A method joins one by
 # naming it in its own file; every other sweep lists its runs itself.
 MAIN_COMPARISONS = ("bert", "roberta", "gpt2", "deit", "cait", "llama")
@@ -28,7 +28,7 @@ def register_method(name: str):
         if set(cls.sweeps) - set(MAIN_COMPARISONS):
             raise ValueError(f"method '{name}' declares sweeps {sorted(set(cls.sweeps) - set(MAIN_COMPARISONS))}; "
                              f"a method joins only the main comparisons ({', '.join(MAIN_COMPARISONS)}), every "
-                             "other sweep lists its runs in bench/sweep_registry.py")
+                             "other sweep lists its runs in bench/sweeps/registry.py")
         cls.sweeps = tuple(cls.sweeps)
         cls.name = name
         METHODS[name] = cls

@@ -1,7 +1,7 @@
 """Handing the C heap's free pages back to the system during training, so that a long run's resident memory stays
 flat instead of growing step after step.
 
-The cause, by measurement (bench/memory.py; the figures are in bench/results/memory-cpu.json and the issue's report).
+The cause, by measurement (bench/perf/memory.py; the figures are in bench/results/memory-cpu.json and the issue's report).
 On glibc the trainer's resident memory grew every step while the bytes malloc had handed out stayed flat: mallinfo2's
 `uordblks` (in use) stayed level and `fordblks` (free, inside the heap) grew by what the resident size grew. Nothing
 of ours was kept: the count of live tensors and Python objects was the same from step to step
@@ -23,7 +23,7 @@ from the heap). At 128 KiB it kept the curve flat, but each large tensor became 
 step, and a mini BERT step took much more CPU time (the report of issue 64); at 1 or 4 MiB the growth stayed.
 
 Where not. malloc_trim is glibc's: on macOS, musl or Windows there is nothing to call and `release_free_heap` does
-nothing. GROWBENCH_GLIBC_DEFAULTS=1 in the environment turns it off (bench/memory.py --glibc-defaults measures the
+nothing. GROWBENCH_GLIBC_DEFAULTS=1 in the environment turns it off (bench/perf/memory.py --glibc-defaults measures the
 trainer without it).
 """
 from __future__ import annotations

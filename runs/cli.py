@@ -1,4 +1,4 @@
-"""What every command line of growbench shares: run.py's, the sweeps' (bench/sweeps.py) and the bench scripts'.
+"""What every command line of growbench shares: run.py's, the sweeps' (bench/sweeps/cli.py) and the bench scripts'.
 Refusals in one `error: ...` line (`OneLineArgumentParser`, `error_line`), a stop by a signal in one line
 (`stop_line`, with runs/signals.py saying which signal), and --device read one way (`resolve_device`). Light to
 import: torch only inside `resolve_device` (run.py's --help and --list, and the sweeps' plans, need no torch).

@@ -7,7 +7,7 @@ their width operator. A run's numbers are decided by its initial weights, what i
 (the stage plan: steps, trainable and active blocks per stage; an extra loss such as distillation), the task
 (models, data, recipe), the training strategies and the seed. `fingerprint` hashes exactly that; run_experiment
 logs it in the step-0 row of metrics.jsonl as "computation", and analysis merges the labels whose runs share it
-seed for seed. The sweep runner (bench/sweeps.py) uses `initial_fingerprint` to find such a twin before training
+seed for seed. The sweep runner (bench/sweeps/cli.py) uses `initial_fingerprint` to find such a twin before training
 and records the run as the twin's instead of computing it again.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ def fingerprint(model, method, task, seed: int, strategies=None, task_record: di
 def computation_record(method, task, seed: int, strategies=None, task_record: dict | None = None) -> dict:
     """All `fingerprint` hashes but the initial weights: what is known of a run's computation before its model
     exists. Two runs that differ here are never the same computation (a sweep launching runs side by side holds a
-    run back behind an earlier one only where these agree: bench/sweep_launch.py)."""
+    run back behind an earlier one only where these agree: bench/sweeps/launch.py)."""
     task_record = task.to_dict() if task_record is None else task_record
     return {"plan": training_plan(method, task), "training": method.training_signature(),
             "task": comparable_task(task_record), "seed": seed,

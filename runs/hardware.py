@@ -1,5 +1,5 @@
 """What the accelerator can do: the dense bf16 peak that MFU is measured against (the trainer's progress line,
-bench/gpu_mfu.py). Dense tensor-core figures from NVIDIA's data sheets; the 2:4-sparsity figures are twice these."""
+bench/perf/gpu_mfu.py). Dense tensor-core figures from NVIDIA's data sheets; the 2:4-sparsity figures are twice these."""
 from __future__ import annotations
 
 import torch

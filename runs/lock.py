@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 LOCK = ".lock"
-SWEEP_LOCK = ".sweep.lock"     # bench/sweeps.py: one sweep at a time writes into an --out
+SWEEP_LOCK = ".sweep.lock"     # bench/sweeps/cli.py: one sweep at a time writes into an --out
 
 
 class RunLocked(RuntimeError):

@@ -1,4 +1,4 @@
-"""`--set KEY=VALUE`: how a value is read and where a key goes, one definition for run.py and bench/sweeps.py.
+"""`--set KEY=VALUE`: how a value is read and where a key goes, one definition for run.py and bench/sweeps/cli.py.
 
 A key is, in this order of lookup: an option of the method (`fit_steps`), a field of the large model's training
 recipe (`lr`), a field of the small model's pretraining recipe (`small_recipe.warmup`), a field of either model's

@@ -306,7 +306,7 @@ def train(model, task, method: GrowthMethod, data, ledger: FlopsLedger, writer: 
         state.units += int(units)
         if recipe.grad_clip:
             # the optimizer's parameters are the trainable ones; walking model.parameters() every step cost
-            # ~0.7 ms (bench/throughput.py)
+            # ~0.7 ms (bench/perf/throughput.py)
             torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], recipe.grad_clip)
         optimizer.step()
         scheduler.step()

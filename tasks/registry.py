@@ -13,7 +13,7 @@
 - regime (the default): mini's pairs, data and recipes trained longer (4x the steps, the small model pretrained as
   long; vision evaluated on all 10,000 Fashion-MNIST test images), so that growth is needed: the
   small model trained on, nothing grown, stays short of the large model from scratch (analysis/regime.py's control
-  check). bench/regime_probe.py measures which pairs pass; its table is REPRODUCE.md's "The regime".
+  check). bench/experiments/regime_probe.py measures which pairs pass; its table is REPRODUCE.md's "The regime".
 - tiny: seconds; for tests (scikit-learn digits for vision).
 """
 from __future__ import annotations
@@ -124,7 +124,7 @@ def _recipes(family: str, scale: str) -> tuple[Recipe, Recipe]:
 # are 1.3-1.7% of 1,600), at the paper's lr. (A higher lr does not make up for the fewer steps: from the Net2Net
 # start, Adam's first steps move every coefficient by about lr, and at 1e-3 the grown BERT ended worse than at
 # 2e-4 -- eval loss 5.183 against 5.066, Net2Net 5.212, grown from the lr-2e-3 small model -- and DeiT worse than
-# Net2Net; bench/ligo_init_quality.py.)
+# Net2Net; bench/experiments/ligo_init_quality.py.)
 # tiny: a few steps, for tests.
 # MSG ramps its masks over 5,000 steps at paper scale (1.25% of 400K): the same share at mini, and 2 steps at tiny.
 # Method defaults that count the run's steps, stretched with it at the regime scale (regime_of); LiGO's fit is not

@@ -353,7 +353,7 @@ def test_regime_checks_pass_fail_and_say_what_is_missing(tmp_path):
 
 
 def test_the_no_growth_control_fails_a_task_whose_small_model_alone_reaches_scratch(tmp_path, capsys):
-    """--controls: bench/small_continued.py's records (task <task>_smallcont); the check pairs seeds, says which
+    """--controls: bench/experiments/small_continued.py's records (task <task>_smallcont); the check pairs seeds, says which
     reached, and a FAIL puts the regime warning in that task's table captions."""
     from analysis.__main__ import main
     from analysis.regime import check_all

@@ -1,4 +1,4 @@
-"""bench/budgets.py: the README command it times is README's own, each measurement starts cold (its own small model
+"""bench/perf/budgets.py: the README command it times is README's own, each measurement starts cold (its own small model
 pretrained inside its folder), and a failed command or bad input gives an error and writes no result."""
 import json
 import os
@@ -8,7 +8,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import bench.budgets as budgets  # noqa: E402
+import bench.perf.budgets as budgets  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -239,7 +239,7 @@ def test_missing_fashion_mnist_package_is_refused_before_a_run_or_a_sweep_starts
     """Without the Debian package a DeiT sweep started every run and failed each with a traceback (8 of them for
     CaiT); the task's data check now looks where the package puts the files, so the sweep stops once, in one
     line, and writes nothing."""
-    from bench.sweeps import main as sweep
+    from bench.sweeps.cli import main as sweep
     from tasks import get_task
     monkeypatch.setattr(vision_mod, "FASHION_MNIST_DIR", str(tmp_path / "absent"))
     with pytest.raises(FileNotFoundError, match="dataset-fashion-mnist"):

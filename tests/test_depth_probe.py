@@ -1,4 +1,4 @@
-"""bench/depth_probe.py: each depth is the pair's large model with only its depth changed, trained from scratch as
+"""bench/experiments/depth_probe.py: each depth is the pair's large model with only its depth changed, trained from scratch as
 an ordinary run, and a complete run is reused rather than trained again."""
 import json
 import os
@@ -7,7 +7,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench.depth_probe import WIDTH_FIELDS, default_out, depth_task, main  # noqa: E402
+from bench.experiments.depth_probe import WIDTH_FIELDS, default_out, depth_task, main  # noqa: E402
 from tasks import get_task  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 an interrupt; a killed write's temporaries are cleaned; SIGTERM/SIGHUP stop a run, a sweep or an analysis as Ctrl-C
 does, with exit 128 + the signal; two sweeps on one --out wait for each other; an analysis is written aside and
 swapped in, so a failure leaves --out as it was; records of the wrong JSON types are left out with one line.
-bench/fault_probe.py runs these classes end to end as subprocesses."""
+tests/fault_probe/__main__.py runs these classes end to end as subprocesses."""
 import errno
 import json
 import os
@@ -178,7 +178,7 @@ SWEEP = dict(names=["deit"], scale="tiny", seeds=[0], only=["scratch"], device="
 
 
 def test_a_sweep_stopped_by_sigterm_says_where_in_one_line(tmp_path, monkeypatch, capsys):
-    from bench import sweeps
+    from bench.sweeps import cli as sweeps
     from runs.preflight import RunInterrupted
 
     def train(*args, **kw):
@@ -198,7 +198,7 @@ def test_a_sweep_stopped_by_sigterm_says_where_in_one_line(tmp_path, monkeypatch
 
 
 def test_a_second_sweep_into_one_out_waits_for_the_first(tmp_path, monkeypatch):
-    from bench import sweeps
+    from bench.sweeps import cli as sweeps
     from runs.lock import SWEEP_LOCK, RunLock
     out = tmp_path / "sweep"
     trained = []
@@ -218,7 +218,7 @@ def test_a_second_sweep_into_one_out_waits_for_the_first(tmp_path, monkeypatch):
 
 
 def test_sweeps_refuse_an_empty_out(tmp_path, monkeypatch, capsys):
-    from bench import sweeps
+    from bench.sweeps import cli as sweeps
     monkeypatch.chdir(tmp_path)
     assert sweeps.main(["deit", "--scale", "tiny", "--seeds", "0", "--methods", "scratch", "--out", ""]) == 2
     assert capsys.readouterr().err == "error: --out is empty; give the root folder of the run directories\n"

@@ -1,6 +1,6 @@
 """Tests of the ImageNet image path (tasks/data/imagenet.py): batches from files against the PIL path, and the GPU
 loader's split (uint8 in the workers, the float work of DeiT's recipe on the device after the copy). Fixtures are
-small JPEG/PNG folders written to tmp_path; the GPU test skips without one (bench/issue42_device.sh runs it)."""
+small JPEG/PNG folders written to tmp_path; the GPU test skips without one (bench/device_call.sh runs it: bench/README.md section 11)."""
 import numpy as np
 import pytest
 import torch
@@ -134,7 +134,7 @@ DEIT_PER_IMAGE = {"auto_augment": "rand-m9-mstd0.5-inc1", "color_jitter": 0.3, "
                   "mixup_switch_prob": 0.5, "mixup_mode": "batch", "smoothing": 0.0, "repeated_aug": 1}
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (bench/issue42_device.sh runs it: cuda-tests)")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (bench/README.md section 11 runs it on a lent one)")
 def test_on_a_gpu_the_device_part_of_deits_recipe_is_seeded_and_leaves_the_callers_streams(tmp_path):
     """On a GPU: without random erasing, the completed batch is the host's floats and soft labels bit for bit (the
     same elementwise ops); with it, the same batch twice for the same (seed, step), and the GPU's generator, which the

@@ -125,7 +125,7 @@ def test_bad_arguments_refused_in_one_line(kwargs, message):
     (["--gpu", "Quadro K600"], "no dense bf16 peak known"),
 ])
 def test_pipeline_benchmark_refuses_bad_input_in_one_line(args, needle, tmp_path, capsys):
-    from bench.pipeline import main
+    from bench.perf.pipeline import main
     out = tmp_path / "pipeline.json"
     with pytest.raises(SystemExit) as exit_:
         main([*args, "--out", str(out)])
@@ -161,7 +161,7 @@ def test_pipeline_benchmark_times_whole_rounds_for_many_workers():
     its first device run timed 10 batches with 12 workers, nothing after the first round, and reported a rate 2.3x
     what 12 cores can make, with NaN per CPU second."""
     import math
-    from bench.pipeline import ROUNDS_PER_WORKER, loader_rate
+    from bench.perf.pipeline import ROUNDS_PER_WORKER, loader_rate
     data = load_pretrain_data("digits", "image")
     row = loader_rate(data, 4, batches=2, workers=2)
     assert row["batches"] == ROUNDS_PER_WORKER * 2
@@ -174,7 +174,7 @@ def test_the_host_against_sent_comparison_alternates_which_goes_first_over_whole
     (Mixup/CutMix mixes pairs), and the ratio is the host's time over the sent one's."""
     import time
 
-    from bench.pipeline import SENT_BATCH, SENT_ROUNDS, host_against_sent
+    from bench.perf.pipeline import SENT_BATCH, SENT_ROUNDS, host_against_sent
     calls = []
 
     class Fake:

@@ -1,5 +1,5 @@
 """Memory that stays flat (issue 64): the trainer keeps nothing per step, and it gives the C heap's free pages back
-at every logged row (runs/allocator.py). Mechanisms only, no timing: bench/memory.py measures the curves."""
+at every logged row (runs/allocator.py). Mechanisms only, no timing: bench/perf/memory.py measures the curves."""
 import ctypes
 import gc
 import json
@@ -122,7 +122,7 @@ def test_release_does_nothing_where_it_cannot_or_is_turned_off(monkeypatch):
 @pytest.mark.parametrize("args, needle", [(["--tasks", "bert_smal_base"], "unknown task"), (["--steps", "0"], "--steps"),
                                           (["--scale", "huge"], "huge")])
 def test_memory_benchmark_refuses_bad_input_in_one_line(args, needle, tmp_path, capsys):
-    from bench import memory
+    from bench.perf import memory
     out = tmp_path / "memory.json"
     with pytest.raises(SystemExit) as stop:
         memory.main([*args, "--out", str(out)])
@@ -135,7 +135,7 @@ def test_memory_benchmark_refuses_bad_input_in_one_line(args, needle, tmp_path, 
 def test_memory_benchmark_measures_a_tiny_run(tmp_path):
     """One task at tiny scale, N=4: both runs measured, each in its own process, a result written with them."""
     out = tmp_path / "memory.json"
-    done = subprocess.run([sys.executable, "bench/memory.py", "--tasks", "gpt2_base_medium", "--scale", "tiny",
+    done = subprocess.run([sys.executable, "bench/perf/memory.py", "--tasks", "gpt2_base_medium", "--scale", "tiny",
                            "--steps", "4", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""bench/mlm_targets.py: the split of a masked LM's eval loss between PTB's rare-word placeholder and the rest must
+"""bench/experiments/mlm_targets.py: the split of a masked LM's eval loss between PTB's rare-word placeholder and the rest must
 add up to the loss the family computes and to the unigram reference the regime check uses."""
 import os
 
@@ -7,7 +7,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench.mlm_targets import main, placeholder_pieces, split_losses  # noqa: E402
+from bench.experiments.mlm_targets import main, placeholder_pieces, split_losses  # noqa: E402
 from models import build_model, get_family  # noqa: E402
 from tasks import get_task  # noqa: E402
 

@@ -33,7 +33,7 @@ def test_the_fallback_tables_say_what_the_methods_declare():
 
 
 def test_the_main_comparisons_are_built_from_the_declarations():
-    from bench.sweep_registry import SWEEPS, declared
+    from bench.sweeps.registry import SWEEPS, declared
     for sweep in MAIN_COMPARISONS:
         assert sorted(e.method for e in SWEEPS[sweep].entries("mini")) == sorted(
             n for n, cls in METHODS.items() if sweep in cls.sweeps)

@@ -1,11 +1,11 @@
-"""bench/regime_probe.py: the committed probe table recomputes from the committed probe records (a probe folder holds
+"""bench/experiments/regime_probe.py: the committed probe table recomputes from the committed probe records (a probe folder holds
 its small model's record, its control and scratch), and bad input is refused in one line before anything runs."""
 import json
 from pathlib import Path
 
 import pytest
 
-from bench.regime_probe import main, probe_rows
+from bench.experiments.regime_probe import main, probe_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "bench" / "results" / "regime_probe.json"

@@ -1,4 +1,4 @@
-"""bench/relabel.py: a method renamed in committed records only where the new name computes what the record says,
+"""bench/sweeps/relabel.py: a method renamed in committed records only where the new name computes what the record says,
 names moving on in one step (ligo -> ligo_copy while ligo_official -> ligo), never silently, nothing moved on a
 refusal."""
 import dataclasses
@@ -7,7 +7,7 @@ import json
 import pytest
 from records import SCRATCH, write_run
 
-from bench.relabel import main, renamed_dir
+from bench.sweeps.relabel import main, renamed_dir
 from methods import get_method
 from tasks import get_task
 
@@ -74,7 +74,7 @@ def test_a_record_the_new_name_would_not_compute_is_refused_and_nothing_moves(tm
 
 def test_every_option_of_a_ligo_start_survives_the_round_trip_through_a_record():
     """A record's options rebuild the method they came from (the relabel's check relies on it)."""
-    from bench.relabel import check_same_computation
+    from bench.sweeps.relabel import check_same_computation
     for name in ("ligo", "ligo_copy"):
         d = described(name)
         check_same_computation({"method": d}, name, "record")

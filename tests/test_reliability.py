@@ -414,23 +414,23 @@ OTHER_CLIS = [  # (module, arguments, what the one-line error must say): refused
     ("analysis", ["--runs", str(ROOT / "records" / "mini"), "--out", ""], "--out: an empty path"),
     ("analysis", ["--runs", "", "--out", "{tmp}/results"], "--runs: an empty path"),
     ("analysis", ["--runs", str(ROOT / "records" / "mini"), "--out", "{tmp}/arun/results"], "inside the run record"),
-    ("bench.sweeps", ["bert", "--methods", "ligoo", "--dry-run"], "did you mean 'ligo'"),
-    ("bench.sweeps", ["bertt", "--dry-run"], "unknown sweep 'bertt'; did you mean 'bert'"),
-    ("bench.sweeps", ["recipes", "--runs", "ligo-warmupO", "--dry-run"],
+    ("bench.sweeps.cli", ["bert", "--methods", "ligoo", "--dry-run"], "did you mean 'ligo'"),
+    ("bench.sweeps.cli", ["bertt", "--dry-run"], "unknown sweep 'bertt'; did you mean 'bert'"),
+    ("bench.sweeps.cli", ["recipes", "--runs", "ligo-warmupO", "--dry-run"],
      "unknown run label 'ligo-warmupO'; did you mean 'ligo-warmup0'"),
-    ("bench.sweeps", [], "no sweep named"),
-    ("bench.sweeps", ["bert", "--out", "{tmp}/arun/sweep", "--dry-run"], "inside the run record"),
+    ("bench.sweeps.cli", [], "no sweep named"),
+    ("bench.sweeps.cli", ["bert", "--out", "{tmp}/arun/sweep", "--dry-run"], "inside the run record"),
     # what would fail each run after training (or fail every run) is refused before the first one
-    ("bench.sweeps", ["bert", "--set", "nosuchkey=1", "--out", "{tmp}/sw", "--dry-run"], "unknown --set key"),
-    ("bench.sweeps", ["bert", "--set", "fit_steps=3", "--out", "{tmp}/sw", "--dry-run"],
+    ("bench.sweeps.cli", ["bert", "--set", "nosuchkey=1", "--out", "{tmp}/sw", "--dry-run"], "unknown --set key"),
+    ("bench.sweeps.cli", ["bert", "--set", "fit_steps=3", "--out", "{tmp}/sw", "--dry-run"],
      "an option of ligo, ligo_copy, not of method 'scratch'"),
-    ("bench.sweeps", ["bert", "--eval", "nosuite", "--out", "{tmp}/sw", "--dry-run"], "unknown suite 'nosuite'"),
-    ("bench.sweeps", ["bert", "--eval", "mini", "--set", "eval.sedes=0", "--out", "{tmp}/sw", "--dry-run"],
+    ("bench.sweeps.cli", ["bert", "--eval", "nosuite", "--out", "{tmp}/sw", "--dry-run"], "unknown suite 'nosuite'"),
+    ("bench.sweeps.cli", ["bert", "--eval", "mini", "--set", "eval.sedes=0", "--out", "{tmp}/sw", "--dry-run"],
      "unknown evaluation option 'sedes'; did you mean 'seeds'"),
-    ("bench.sweeps", ["bert", "--set", "eval.seeds=0", "--out", "{tmp}/sw", "--dry-run"],
+    ("bench.sweeps.cli", ["bert", "--set", "eval.seeds=0", "--out", "{tmp}/sw", "--dry-run"],
      "--set eval.* settings need --eval SUITE"),
-    ("bench.sweeps", ["bert", "--out", "{tmp}/afile", "--dry-run"], "afile is a file"),
-    ("bench.sweeps", ["bert", "--set", "data_path={tmp}/missing.txt", "--out", "{tmp}/sw", "--dry-run"],
+    ("bench.sweeps.cli", ["bert", "--out", "{tmp}/afile", "--dry-run"], "afile is a file"),
+    ("bench.sweeps.cli", ["bert", "--set", "data_path={tmp}/missing.txt", "--out", "{tmp}/sw", "--dry-run"],
      "missing.txt does not exist"),
 ]
 
@@ -475,12 +475,21 @@ BENCH_CLIS = [  # (benchmark module, arguments, what its error must say): refuse
 BENCH_SCRIPTS = sorted({c[0] for c in BENCH_CLIS} | {"gpu_mfu", "budgets", "mlm_targets"})
 
 
+def bench_main(name: str):
+    """The `main` of bench's script `name`, in whichever room of bench/ holds it (perf/ or experiments/)."""
+    import importlib
+    import importlib.util
+    rooms = [f"bench.{room}.{name}" for room in ("perf", "experiments")]
+    found = [module for module in rooms if importlib.util.find_spec(module)]
+    assert len(found) == 1, f"{name}: in {found or 'none'} of {rooms}"
+    return importlib.import_module(found[0]).main
+
+
 @pytest.mark.parametrize("module,args,needle", BENCH_CLIS, ids=[f"{c[0]}-{c[2][:20]}" for c in BENCH_CLIS])
 def test_benchmark_clis_refuse_bad_input_in_one_line_and_write_nothing(module, args, needle, tmp_path, capsys):
     """A task typo was a KeyError traceback, --repeats 0 a StatisticsError after the measurement, a grow_cost
     typo a result file of error rows and exit 0."""
-    import importlib
-    main = importlib.import_module(f"bench.{module}").main
+    main = bench_main(module)
     with pytest.raises(SystemExit) as exit_:
         main([*args, "--out", str(tmp_path / "result.json")])
     assert exit_.value.code == 2
@@ -493,10 +502,10 @@ PARSER_ERRORS = [  # (module, arguments, what the line must say): argparse's own
     ("run", ["--seed", "abc"], "argument --seed: invalid int value: 'abc'"),
     ("run", ["--method", "ligo", "--bogus"], "unrecognized arguments: --bogus"),
     ("run", ["--set"], "argument --set: expected one argument"),
-    ("bench.sweeps", ["bert", "--seeds", "x"], "argument --seeds: invalid int value: 'x'"),
+    ("bench.sweeps.cli", ["bert", "--seeds", "x"], "argument --seeds: invalid int value: 'x'"),
     ("analysis.__main__", ["--runs", "{tmp}"], "the following arguments are required: --out"),
-    ("bench.throughput", ["--repeats", "x"], "argument --repeats: 'x' is not an integer"),
-    ("bench.budgets", ["--only", "everything"], "argument --only: invalid choice: 'everything'"),
+    ("bench.perf.throughput", ["--repeats", "x"], "argument --repeats: 'x' is not an integer"),
+    ("bench.perf.budgets", ["--only", "everything"], "argument --only: invalid choice: 'everything'"),
 ]
 
 
@@ -518,8 +527,7 @@ def test_argument_errors_are_one_line(module, args, needle, tmp_path, capsys):
 @pytest.mark.parametrize("module", BENCH_SCRIPTS)
 def test_benchmark_result_file_is_checked_before_the_measurement(module, tmp_path, capsys):
     """--out a folder (or under a file) was a traceback after the measurement, its result lost."""
-    import importlib
-    main = importlib.import_module(f"bench.{module}").main
+    main = bench_main(module)
     (tmp_path / "afile").write_text("mine")
     for out, needle in ((tmp_path, "a folder; give the result file's path"),
                         (tmp_path / "afile" / "r.json", "afile is a file, not a directory")):
@@ -535,7 +543,7 @@ def test_grow_cost_writes_no_result_when_a_measurement_failed(tmp_path, monkeypa
     """A failing child was an "error" row in the result file (which replaces the committed one) and exit 0."""
     import subprocess
 
-    import bench.grow_cost as grow_cost
+    import bench.perf.grow_cost as grow_cost
     monkeypatch.setattr(grow_cost.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "boom\n"))
     out = tmp_path / "grow.json"
     assert grow_cost.main(["--pairs", "deit_s_b", "--methods", "scratch", "--out", str(out)]) == 1
@@ -547,7 +555,7 @@ def test_grow_cost_records_a_pair_the_method_refuses_as_not_applicable(tmp_path,
     """LEMON refuses post-LN BERT in depth: a row that says so (the method's own reason), not a failed measurement."""
     import json
 
-    import bench.grow_cost as grow_cost
+    import bench.perf.grow_cost as grow_cost
     out = tmp_path / "grow.json"
     assert grow_cost.main(["--pairs", "bert_base_large", "--methods", "lemon", "--out", str(out)]) == 0
     (row,) = json.loads(out.read_text())["rows"]
@@ -564,7 +572,7 @@ DAMAGED_RUNS = [({"summary.json": "{}"}, "summary.json but no config.json"),
 def test_sweep_refuses_a_damaged_run_directory_before_any_run(files, needle, tmp_path, capsys):
     """A complete record without its config (or with a damaged one) was a traceback or a message naming no file,
     and only when its turn came; now the plan is refused, naming the directory, and nothing there is touched."""
-    from bench.sweeps import main
+    from bench.sweeps.cli import main
     damaged = tmp_path / "bert_small_base-regime" / "stackbert-s0"        # the default scale
     damaged.mkdir(parents=True)
     for name, text in files.items():

@@ -72,7 +72,7 @@ def test_sweeps_turn_off_transformers_weight_bars(tmp_path, capfd):
     """bench.sweeps runs its runs in this process: loading a small BERT and exporting one must print no bar."""
     import transformers
 
-    from bench.sweeps import main
+    from bench.sweeps.cli import main
     from models import get_family
     spec = get_task("bert_small_base", "tiny").small
     family = get_family("bert")

@@ -1,4 +1,4 @@
-"""--set routing (runs/settings.py) is one definition for run.py and bench/sweeps.py: the same key sent through
+"""--set routing (runs/settings.py) is one definition for run.py and bench/sweeps/cli.py: the same key sent through
 either command line changes the same field to the same typed value, and a value of the wrong type is refused by
 both before anything is written."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from bench.sweep_registry import Entry
-from bench.sweeps import build
+from bench.sweeps.registry import Entry
+from bench.sweeps.cli import build
 from methods import METHODS
 from runs.settings import coerce, route, split_item
 from tasks import get_task
@@ -67,7 +67,7 @@ def test_an_int_becomes_a_float_where_the_field_is_a_float():
 
 def test_the_sweep_refuses_a_mistyped_common_setting_before_anything_is_written(tmp_path, capsys):
     """`--set lr=abc` used to reach every run as the string 'abc'; now it is refused in one line, exit 2."""
-    from bench.sweeps import main
+    from bench.sweeps.cli import main
     assert main(["bert", "--scale", "tiny", "--seeds", "0", "--out", str(tmp_path / "out"), "--set", "lr=abc"]) == 2
     assert capsys.readouterr().err.strip() == "error: --set lr=abc: expected float"
     assert not (tmp_path / "out").exists()

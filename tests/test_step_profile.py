@@ -1,4 +1,4 @@
-"""bench/step_profile.py profiles training steps only: its first device run (H200, 2026-11-27) profiled the trainer's
+"""bench/perf/step_profile.py profiles training steps only: its first device run (H200, 2026-11-27) profiled the trainer's
 whole run, model set-up and the final evaluation included, and divided by the step count, which put the trainer's
 GEMM time per step at twice the raw loop's. These tests count what is inside the window."""
 import os
@@ -9,9 +9,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench.gpu_mfu import SyntheticTokens  # noqa: E402
-from bench.step_profile import breakdown, copy_sources, profiled_window  # noqa: E402
-from bench.throughput import raw_run, trainer_run  # noqa: E402
+from bench.perf.gpu_mfu import SyntheticTokens  # noqa: E402
+from bench.perf.step_profile import breakdown, copy_sources, profiled_window  # noqa: E402
+from bench.perf.throughput import raw_run, trainer_run  # noqa: E402
 from tasks import get_task  # noqa: E402
 
 OPTIMIZER_STEP = "Optimizer.step#"      # torch's record_function name around every optimizer.step()
@@ -63,36 +63,12 @@ def test_the_profile_names_whose_copies_the_casts_class_holds():
     assert len(top) == 3 and list(top.values()) == sorted(top.values(), reverse=True)
 
 
-def test_the_issue42_device_script_hands_every_part_its_arguments(tmp_path):
-    """bench/issue42_device.sh's full-size branch runs only on a lent GPU: on 2026-11-27 two of its variables sat
-    inside a comment, and every part after the first stopped on "unbound variable" there, costing device time. Here
-    `python3` is a stub that records its arguments: every part must start, with its full-size options."""
-    import subprocess
-    stub_dir = tmp_path / "bin"
-    stub_dir.mkdir()
-    calls = tmp_path / "calls.txt"
-    (stub_dir / "python3").write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\n')
-    (stub_dir / "python3").chmod(0o755)
-    done = subprocess.run(["bash", str(Path(__file__).resolve().parents[1] / "bench" / "issue42_device.sh"), "120"],
-                          capture_output=True, text=True, cwd=tmp_path,
-                          env={"PATH": f"{stub_dir}:/usr/bin:/bin", "OUT": str(tmp_path / "out")})
-    assert done.returncode == 0 and "unbound" not in done.stderr, done.stderr
-    lines = calls.read_text().splitlines()
-    scripts = [line.split()[0] for line in lines]
-    assert scripts == ["bench/step_profile.py", "bench/step_profile.py", "bench/ligo_fit_cost.py", "bench/gpu_mfu.py",
-                       "bench/gpu_mfu.py", "bench/pipeline.py", "bench/pipeline.py", "bench/throughput.py",
-                       "bench/throughput.py", "-m"]
-    assert "--workers 0 4 8 12 15" in lines[5] and "--profile 3" in lines[2] and "--scale mini" in lines[7]
-    assert "--compile" not in lines[7] and "--compile" in lines[8] and "--scale mini" in lines[8]
-    assert (tmp_path / "out" / "issue42-results.tgz").exists()
-
-
 def test_throughput_compile_flag_reaches_both_loops_and_the_record(tmp_path, monkeypatch):
-    """`bench/throughput.py --compile` (the device script's mini-step-compiled part) must time compiled loops, both
+    """`bench/perf/throughput.py --compile` (the device script's mini-step-compiled part) must time compiled loops, both
     of them, warm-up included, and say so in its result; without the flag both stay eager."""
     import json
 
-    import bench.throughput as throughput
+    import bench.perf.throughput as throughput
     for flag in (False, True):
         seen = []
 

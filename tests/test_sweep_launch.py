@@ -1,4 +1,4 @@
-"""Sweeps through submitit (bench/sweep_launch.py, bench/sweep_order.py): a tiny sweep through the local executor
+"""Sweeps through submitit (bench/sweeps/launch.py, bench/sweeps/order.py): a tiny sweep through the local executor
 lands the records of the same sweep run inline, in the same --out layout, twins included; a job preempted mid-run
 (SIGUSR2, submitit's preemption signal) is requeued through its checkpoint() and resumes to the numbers of an
 uninterrupted run; the cores are split among the jobs; Slurm options reach sbatch, and bad ones are refused in one
@@ -34,9 +34,9 @@ def children(pid: int) -> list[int]:
 def sweeps(tmp_path_factory):
     """The sweep inline, then through the local executor, two jobs at once on two cores (so one thread each, as this
     process's), with scratch's job sent SIGUSR2 once it has logged past a checkpoint."""
-    from bench import sweep_launch
-    from bench.sweep_launch import Launch
-    from bench.sweeps import run_sweep
+    from bench.sweeps import launch as sweep_launch
+    from bench.sweeps.launch import Launch
+    from bench.sweeps.cli import run_sweep
     root = tmp_path_factory.mktemp("launch")
     args = dict(names=["bert"], scale="tiny", seeds=[0], only=list(RUNS), common=SETTINGS, device="cpu")
     inline_logs: list[str] = []
@@ -115,7 +115,7 @@ def test_a_preempted_job_is_requeued_and_resumes_to_the_uninterrupted_numbers(sw
 
 
 def test_local_jobs_share_the_cores_without_oversubscribing_them():
-    from bench.sweep_launch import local_shares, threads_per_job
+    from bench.sweeps.launch import local_shares, threads_per_job
     assert threads_per_job(8, 3) == 2 and threads_per_job(2, 4) == 1 and threads_per_job(16, 1) == 16
     assert local_shares(None, 0, 16, 3) == (3, 5)        # one job per core by default, never more than the jobs
     assert local_shares(None, 0, 2, 5) == (2, 1)
@@ -130,8 +130,8 @@ def test_slurm_options_reach_sbatch(tmp_path, monkeypatch):
     """The --slurm-* flags and --slurm KEY=VALUE become submitit's SlurmExecutor parameters and the sbatch lines (no
     cluster here: submitit is told srun exists, and nothing is submitted)."""
     import submitit
-    from bench.sweep_launch import Launch, make_executor, parse_value
-    from bench.sweeps import main  # noqa: F401  (the flags are bench.sweeps'; their parse is launch_from_args')
+    from bench.sweeps.launch import Launch, make_executor, parse_value
+    from bench.sweeps.cli import main  # noqa: F401  (the flags are bench.sweeps'; their parse is launch_from_args')
     monkeypatch.setattr(submitit.SlurmExecutor, "affinity", classmethod(lambda cls: 1))
     launch = Launch("slurm", slurm=(("slurm_partition", "dev"), ("timeout_min", 90), ("gpus_per_node", 1),
                                     ("cpus_per_task", 4), ("mem_gb", 16.0), ("slurm_array_parallelism", 8),
@@ -162,7 +162,7 @@ def test_slurm_options_reach_sbatch(tmp_path, monkeypatch):
 ])
 def test_launch_options_are_refused_in_one_line_before_anything_is_written(args, needle, tmp_path, capsys):
     import shutil
-    from bench.sweeps import main
+    from bench.sweeps.cli import main
     if "no Slurm here" in needle and shutil.which("srun"):
         pytest.skip("a Slurm cluster is reachable here")
     out = tmp_path / "out"

@@ -1,4 +1,4 @@
-"""The sweep runner (bench/sweeps.py, bench/sweep_registry.py, bench/sweep_records.py): labels, plans, resume status,
+"""The sweep runner (bench/sweeps/cli.py, bench/sweeps/registry.py, bench/sweeps/records.py): labels, plans, resume status,
 settings, the checks before any run, twins recorded instead of computed again, stale records left alone."""
 import pytest
 
@@ -8,8 +8,8 @@ from records import SCRATCH, write_run
 
 def test_sweep_labels_match_figures_and_resume_status(tmp_path):
     from analysis.figures import PAPER_FIGURES
-    from bench.sweep_registry import SWEEPS, plan
-    from bench.sweeps import run_dir, status
+    from bench.sweeps.registry import SWEEPS, plan
+    from bench.sweeps.cli import run_dir, status
     labels = {e.name for s in SWEEPS.values() for scale in ("paper", "mini") for e in s.entries(scale)}
     for _, panels in PAPER_FIGURES.values():
         for p in panels:
@@ -36,8 +36,8 @@ def test_sweep_labels_match_figures_and_resume_status(tmp_path):
 def test_lemon_decay_trains_the_large_model_for_lemons_uncut_share_and_shares_the_small_model():
     """LEMON's schedule (max lr kept, faster decay) is the large model's recipe cut to 43.3% of its steps; the
     small model's recipe, and so its cache, must stay the task's; `all` (the paper's) leaves the sweep out."""
-    from bench.sweep_registry import LEMON_VIT_SAVING, SWEEPS
-    from bench.sweeps import build
+    from bench.sweeps.registry import LEMON_VIT_SAVING, SWEEPS
+    from bench.sweeps.cli import build
     from tasks.registry import get_task
     for scale in ("mini", "tiny"):
         entry = next(e for e in SWEEPS["lemon"].entries(scale) if e.name == "lemon-decay")
@@ -53,8 +53,8 @@ def test_official_start_sweep_swaps_one_part_of_the_official_start_at_a_time():
     """official_start's variants are LiGO's copy start with LiGO's random rows and LiGO's start with the copy start's
     pseudo-inverse tying; the rest of each config is its base method's own, and the plain labels are the
     recipes sweep's runs (the same settings, so the same directories)."""
-    from bench.sweep_registry import SWEEPS
-    from bench.sweeps import build
+    from bench.sweeps.registry import SWEEPS
+    from bench.sweeps.cli import build
     entries = {e.name: e for e in SWEEPS["official_start"].entries("mini")}
     configs = {name: build(e, "tiny")[1].config for name, e in entries.items() if e.method != "scratch"}
     official, ligo = configs["ligo"], configs["ligo_copy"]
@@ -74,7 +74,7 @@ def test_symmetry_sweep_takes_the_official_start_apart_on_both_pairs():
     """E3's pairs (width-only BERT, DeiT) carry the same parts as official_start's BERT runs (random rows alone, all
     but the literal tying), evaluated as densely as the sweep's other starts, so the official start's lead over
     LiGO splits the same way on every pair that has it."""
-    from bench.sweep_registry import DENSE_EVAL, SWEEPS, official_start_parts
+    from bench.sweeps.registry import DENSE_EVAL, SWEEPS, official_start_parts
     entries = SWEEPS["symmetry"].entries("mini")
     for task in ("deit_s_b", "bert_width_only"):
         mine = {e.name: e for e in entries if e.task == task}
@@ -86,8 +86,8 @@ def test_symmetry_sweep_takes_the_official_start_apart_on_both_pairs():
 def test_sweep_set_reaches_the_recipe_it_names():
     """--set lr=... is the growth run's recipe, --set small_recipe.lr=... the small model's pretraining, as in
     run.py; a small_recipe key that is no recipe field is refused in one line naming the accepted kinds."""
-    from bench.sweep_registry import Entry
-    from bench.sweeps import build
+    from bench.sweeps.registry import Entry
+    from bench.sweeps.cli import build
     from tasks.registry import get_task
     full = get_task("bert_small_base", "tiny")
     task, _, _ = build(Entry("bert_small_base", "ligo"), "tiny", (("lr", 3e-4), ("small_recipe.warmup", 1)))
@@ -100,8 +100,8 @@ def test_sweep_set_reaches_the_recipe_it_names():
 def test_sweep_checks_every_entry_before_it_runs_any(tmp_path, monkeypatch, capsys):
     """A bad option of the sweep's second entry is refused before the first trains, and a negative seed before
     anything: one line, exit 2, nothing written."""
-    from bench.sweep_registry import SWEEPS, Entry, Sweep
-    from bench.sweeps import main
+    from bench.sweeps.registry import SWEEPS, Entry, Sweep
+    from bench.sweeps.cli import main
     entries = [Entry("bert_small_base", "scratch"), Entry("bert_small_base", "ligo", "ligo-badlr", (("fit_lr", -1.0),))]
     monkeypatch.setitem(SWEEPS, "probe", Sweep("probe", "a test", lambda scale: entries))
     for args, needle in ((["--seeds", "0"], "ligo fit_lr must be a finite number > 0, got -1.0"),
@@ -116,7 +116,7 @@ def test_sweep_checks_every_entry_before_it_runs_any(tmp_path, monkeypatch, caps
 def test_sweep_records_a_twin_instead_of_running_the_same_computation_again(tmp_path):
     """tiny bert_small_base grows 1 -> 2 layers, where stacking, interpolation and Net2Net's stacking coincide:
     the first is run, the other two get its record under their own names."""
-    from bench.sweeps import run_sweep
+    from bench.sweeps.cli import run_sweep
     from runs.record import load_run
     logs = []
     out = run_sweep(["bert"], "tiny", [0], tmp_path, only=["stackbert", "interpolation", "net2net"], log=logs.append)
@@ -133,7 +133,7 @@ def test_sweep_takes_scratch_from_another_task_that_trains_the_same_large_model(
     """bert_depth_only's large model, data and recipe are bert_small_base's: its scratch run is that task's, recorded
     under its own task (and computing it gives the same curve); another recipe is another computation."""
     from analysis.frames import twin_of
-    from bench.sweeps import run_sweep
+    from bench.sweeps.cli import run_sweep
     from runs.record import load_run
     curve = lambda run: [(m["step"], m.get("flops"), m.get("eval_loss")) for m in run.metrics]  # noqa: E731
     logs = []
@@ -160,7 +160,7 @@ def test_sweep_takes_scratch_from_another_task_that_trains_the_same_large_model(
 def test_sweep_reports_a_complete_record_of_another_recipe_as_stale_and_leaves_it_alone(tmp_path):
     """BERT mini's lr changed (2e-3 -> 1e-3, 2026-11-23): a sweep must not count the records of the old recipe as
     its result ('complete, skipped'), nor overwrite them: it names them, what differs, and exits non-zero."""
-    from bench.sweeps import main, run_sweep
+    from bench.sweeps.cli import main, run_sweep
     logs = []
     out = run_sweep(["bert"], "tiny", [0], tmp_path, only=["scratch"], log=logs.append)
     assert len(out["ran"]) == 1 and not out["failed"], logs
@@ -179,7 +179,7 @@ def test_a_method_default_added_for_another_method_makes_no_record_stale_or_unre
     """The task records its per-scale method defaults (fit_steps for LiGO; MSG's ramp_steps came later): a default
     the run's method does not have changes nothing it computed, so its record stays done and resumable."""
     import json
-    from bench.sweeps import run_sweep
+    from bench.sweeps.cli import run_sweep
     from runs.preflight import check_resumable
     logs = []
     assert not run_sweep(["bert"], "tiny", [0], tmp_path, only=["scratch"], log=logs.append)["failed"], logs
@@ -198,7 +198,7 @@ def test_sweep_eval_settings_reach_the_evaluation_and_a_pruned_run_is_refused_be
     """--set eval.KEY=VALUE sets the fine-tuning of --eval as it does run.py's; a complete run pruned before it was
     evaluated holds no model to evaluate, refused up front (one line, exit 2, nothing written) rather than failing
     after every other run of the sweep."""
-    import bench.sweeps as sweeps
+    import bench.sweeps.cli as sweeps
     out, seen = tmp_path / "out", []
     monkeypatch.setattr(sweeps, "evaluate", lambda run, suites, options, log: seen.append((run.name, suites, options)))
     args = ["bert", "--scale", "tiny", "--seeds", "0", "--methods", "scratch", "--out", str(out)]

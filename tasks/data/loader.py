@@ -21,7 +21,7 @@ got: resuming at step s would mean replaying the stream up to s, and the per-epo
 decorrelates consecutive batches would be gone. growbench instead tokenises each corpus once, already packed:
 `tasks/data/text.py:token_ids` writes the documents, separator-joined, as one memory-mapped .npy, and a training
 item is a fixed block of it, so per batch only the slicing and the MLM masking remain, and those now run in the
-workers. The one-time pass is measured by bench/pipeline.py (documents/s and tokens/s); it calls the Rust
+workers. The one-time pass is measured by bench/perf/pipeline.py (documents/s and tokens/s); it calls the Rust
 tokenizer's `encode_batch_fast` on chunks of 10,000 documents, which the `tokenizers` library spreads over all
 cores itself (its own thread pool; TOKENIZERS_PARALLELISM=false turns that off), so it is already parallel.
 

@@ -1,0 +1,196 @@
+"""Is a pair, at a budget, in the regime where growth is needed? Trains what the answer needs (the small model, the
+small model trained on with nothing grown, scratch) and tabulates the regime checks, one row per seed.
+
+    python -m bench.experiments.regime_probe bert_small_base --scale mini --set steps=3200 --set small_recipe.steps=3200 \\
+        --seeds 0 1 --out probes/b128-3200                 # trains what is missing (resumable), then the table
+    python -m bench.experiments.regime_probe --table probes/* [--json bench/results/regime_probe.json]   # the table only
+
+A probe is `--set` settings on a task (a budget, a custom pair: small.hidden=64 ...), trained into its own `--out`:
+the control by bench/experiments/small_continued.py (which pretrains the small model, cached as every run's is), scratch by
+bench.sweeps. A growth method's saving measures growth only where, at every seed, the small model learned (its final
+eval loss at least UNIGRAM_MARGIN below the unigram cross-entropy), scratch ends below it, the small model was
+pretrained on at least SMALL_TOKEN_SHARE of the large model's tokens, and the small model trained on under the large
+recipe never reaches scratch's final value (analysis/regime.py: the same checks, the same thresholds). The table gives
+each pair's shapes, parameters, tokens, tokens per parameter, the three finals, each check and the training minutes
+the three runs took (evaluation excluded), with the device and threads they ran on.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from analysis.regime import SMALL_TOKEN_SHARE, UNIGRAM_MARGIN
+from bench.cli import refused_as_one_line
+from bench.result_file import REPO
+from runs.record import SUMMARY, load_run, read_json
+
+CONTROLS, RUNS, SMALL = "controls", "runs", "small"     # a probe folder's parts: self-contained once trained
+
+
+def train(task: str, scale: str, settings: list[str], seeds: list[int], out: Path) -> None:
+    """The control (and with it the small model) and scratch of every seed, each a process of its own tool."""
+    sets = [a for kv in settings for a in ("--set", kv)]
+    for seed in seeds:
+        for cmd in ([sys.executable, "bench/experiments/small_continued.py", "--tasks", f"{task}:{seed}", "--scale", scale,
+                     "--train-only", "--runs", str(out / CONTROLS), *sets],
+                    [sys.executable, "-m", "bench.sweeps", task_sweep(task), "--runs", "scratch", "--tasks", task,
+                     "--seeds", str(seed), "--scale", scale, "--out", str(out / RUNS), *sets]):
+            subprocess.run(cmd, cwd=REPO, check=True)
+
+
+def small_record(config: dict) -> Path:
+    """The small model's pretraining record a run grew from: its cache entry (`small.path`), or the folder above an
+    exported model given with --small."""
+    path = Path(config["small"]["path"])
+    return path if (path / SUMMARY).exists() else path.parent
+
+
+def keep_small_records(out: Path) -> None:
+    """Copy each control's small-model record (config, metrics, summary; no weights) from the cache into
+    `out/small/<cache entry>/`, so that the probe folder holds all three records its table reads."""
+    from runs.record import CONFIG, copy_record
+    for control_dir in sorted((out / CONTROLS).glob("*/direct_copy-s*")):
+        cached = small_record(read_json(control_dir / CONFIG))
+        if (cached / SUMMARY).exists() and not (out / SMALL / cached.name / SUMMARY).exists():
+            copy_record(cached, out / SMALL / cached.name, read_json(cached / CONFIG))
+
+
+def task_sweep(task: str) -> str:
+    """A sweep whose plan holds `task`'s scratch run (the main comparison of its family)."""
+    from bench.sweeps.registry import SWEEPS
+    for name in ("bert", "roberta", "gpt2", "deit", "cait", "llama", "depth_only", "width_only", "bert_large",
+                 "gpt2_xl"):
+        if any(e.task == task and e.method == "scratch" for e in SWEEPS[name].entries("mini")):
+            return name
+    raise ValueError(f"no sweep trains {task}'s scratch run")
+
+
+def final(run) -> tuple[float, str]:
+    """(final eval metric, its name): loss for text, accuracy for images."""
+    rows = [r for r in run.metrics if r.get("eval_acc") is not None or r.get("eval_loss") is not None]
+    last = rows[-1]
+    return (last["eval_acc"], "acc") if last.get("eval_acc") is not None else (last["eval_loss"], "loss")
+
+
+def best(run, metric: str) -> float:
+    vals = [r[f"eval_{metric}"] for r in run.metrics if r.get(f"eval_{metric}") is not None]
+    return max(vals) if metric == "acc" else min(vals)
+
+
+def params(spec: dict) -> int:
+    """Parameters of a model of this recorded spec (built, not estimated: the embeddings and heads count)."""
+    from models import ModelSpec, build_model
+    return sum(p.numel() for p in build_model(ModelSpec(**spec)).parameters())
+
+
+def minutes(*runs) -> float:
+    return sum(float(read_json(r.dir / SUMMARY).get("wall") or 0) for r in runs) / 60
+
+
+def probe_rows(root: Path) -> list[dict]:
+    """One row per seed of a probe folder: what the module docstring says the table holds."""
+    rows = []
+    for control_dir in sorted((root / CONTROLS).glob("*/direct_copy-s*")):
+        if not (control_dir / SUMMARY).exists():
+            continue
+        control = load_run(control_dir)
+        seed = int(control_dir.name.rsplit("-s", 1)[1])
+        task = control.config["task"]
+        name = task["name"].removesuffix("_smallcont")
+        scratch_dir = next(iter(sorted((root / RUNS).glob(f"{name}-*/scratch-s{seed}"))), None)
+        small_dir = small_record(control.config)
+        if not (small_dir / SUMMARY).exists():                      # a committed probe: its own copy
+            small_dir = root / SMALL / small_dir.name
+        if scratch_dir is None or not (scratch_dir / SUMMARY).exists() or not (small_dir / SUMMARY).exists():
+            continue
+        scratch, small = load_run(scratch_dir), load_run(small_dir)
+        s_task = scratch.config["task"]
+        metric = final(scratch)[1]
+        small_final, scratch_final = final(small)[0], final(scratch)[0]
+        control_best = best(control, metric)
+        large_tokens = float(read_json(scratch_dir / SUMMARY)["units"])
+        small_tokens = float(read_json(small_dir / SUMMARY)["units"])
+        large_params = params(s_task["large"])
+        higher = metric == "acc"
+        row = {"probe": root.name, "task": name, "scale": s_task["scale"], "seed": seed,
+               "small": f"{s_task['small']['layers']}L/{s_task['small']['hidden']}",
+               "large": f"{s_task['large']['layers']}L/{s_task['large']['hidden']}",
+               "small_params": params(s_task["small"]), "large_params": large_params,
+               "steps": s_task["recipe"]["steps"], "small_steps": s_task["small_recipe"]["steps"],
+               "large_tokens": large_tokens, "tokens_per_param": large_tokens / large_params,
+               "metric": metric, "small_final": small_final, "control_final": final(control)[0],
+               "control_best": control_best, "scratch_final": scratch_final,
+               "minutes": minutes(small, control, scratch),
+               "device": scratch.config.get("environment", {}).get("device"),
+               "threads": scratch.config.get("environment", {}).get("threads")}
+        checks = {"tokens": small_tokens >= SMALL_TOKEN_SHARE * large_tokens,
+                  "control": (control_best < scratch_final) if higher else (control_best > scratch_final)}
+        if higher:
+            checks["scratch_vs_small"] = scratch_final >= small_final + 0.01
+        else:
+            unigram = (small.config.get("reference") or {}).get("unigram_ce")
+            checks["unigram"] = None if unigram is None else small_final <= unigram - UNIGRAM_MARGIN
+            checks["scratch_vs_small"] = scratch_final < small_final
+        row.update({f"check_{k}": v for k, v in checks.items()})
+        row["passes"] = all(v is True for v in checks.values())
+        rows.append(row)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    ok = {True: "PASS", False: "FAIL", None: "n/a"}
+    lines = ["| probe | pair | steps (small) | params (small / large) | tokens | tokens/param | small | control "
+             "(best) | scratch | unigram | scratch < small | tokens | control short | regime | minutes |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---|---|---|---|---|---:|"]
+    for r in rows:
+        fmt = (lambda v: f"{100 * v:.2f}%") if r["metric"] == "acc" else (lambda v: f"{v:.3f}")
+        lines.append(
+            f"| {r['probe']} s{r['seed']} | {r['task']} {r['small']} → {r['large']} | {r['steps']:,} "
+            f"({r['small_steps']:,}) | {r['small_params'] / 1e6:.2f}M / {r['large_params'] / 1e6:.2f}M | "
+            f"{r['large_tokens'] / 1e6:.1f}M | {r['tokens_per_param']:.1f} | {fmt(r['small_final'])} | "
+            f"{fmt(r['control_final'])} ({fmt(r['control_best'])}) | {fmt(r['scratch_final'])} | "
+            f"{ok[r.get('check_unigram')]} | {ok[r['check_scratch_vs_small']]} | {ok[r['check_tokens']]} | "
+            f"{ok[r['check_control']]} | {'PASS' if r['passes'] else 'FAIL'} | {r['minutes']:.0f} "
+            f"({r['device']}, {r['threads']} thr.) |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    from runs.cli import OneLineArgumentParser
+    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("task", nargs="?", help="the pair to probe (bert_small_base); omit with --table")
+    ap.add_argument("--scale", default="mini", help="the scale whose pair and recipe --set changes (default: mini)")
+    ap.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                    help="the probe: recipe, small_recipe.* and small.* / large.* fields (steps=3200)")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    ap.add_argument("--out", type=Path, help="the probe's folder (its runs, then its table)")
+    ap.add_argument("--table", nargs="+", type=Path, metavar="PROBE", help="tabulate these probe folders only")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    args = ap.parse_args(argv)
+    with refused_as_one_line():
+        if args.table is None and (args.task is None or args.out is None):
+            raise ValueError("give a task and --out to probe one, or --table PROBE... to tabulate probes")
+        for folder in args.table or []:
+            if not (folder / CONTROLS).is_dir():
+                raise ValueError(f"--table {folder}: not a probe folder (no {CONTROLS}/ in it)")
+        if args.task is not None:
+            from bench.experiments.small_continued import check_settings
+            from runs.settings import split_item
+            from tasks import get_task
+            check_settings(get_task(args.task, args.scale), tuple(split_item(kv) for kv in args.settings))
+            task_sweep(args.task)
+    if args.table is None:
+        train(args.task, args.scale, args.settings, args.seeds, args.out)
+        keep_small_records(args.out)
+    rows = [r for folder in (args.table or [args.out]) for r in probe_rows(folder)]
+    print(table(rows))
+    if args.json is not None:
+        from bench.result_file import write_result
+        write_result(str(args.json), {"rows": rows, "table": table(rows)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
