@@ -1,4 +1,4 @@
-"""The axes that explain a comparison (issue 41): the grown model's recipe and copy symmetry.
+"""The axes that explain a comparison: the grown model's recipe and copy symmetry.
 
 - `recipe_table` / `recipe_figure`: one row (one line) per method, one column (one x position) per grown-recipe
   preset (config.json `grown_recipe`, tasks/grown_recipes.py): the FLOPs saving against scratch's own-recipe run,

@@ -20,7 +20,7 @@ back on first touch. Between two rows the resident size can still grow by what t
 falls back. Not chosen, though documented too: a fixed M_MMAP_THRESHOLD (mallopt(3); setting it turns off glibc's
 dynamic threshold, which the first large tensor freed raises to that tensor's size, after which every tensor comes
 from the heap). At 128 KiB it kept the curve flat, but each large tensor became a fresh mmap, page-faulted in every
-step, and a mini BERT step took much more CPU time (the report of issue 64); at 1 or 4 MiB the growth stayed.
+step, and a mini BERT step took much more CPU time (bench/README.md section 15); at 1 or 4 MiB the growth stayed.
 
 Where not. malloc_trim is glibc's: on macOS, musl or Windows there is nothing to call and `release_free_heap` does
 nothing. GROWBENCH_GLIBC_DEFAULTS=1 in the environment turns it off (bench/perf/memory.py --glibc-defaults measures the

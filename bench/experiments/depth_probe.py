@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     rows = [probe(task, n, args.seed, args.device, args.runs, log, args.width) for n in sorted(set(args.layers))]
     text = table(args.task, task.recipe, rows, args.width)
     print(text)
-    # the recipe goes with the numbers: a pair's recipe can change (the depth-only pair's warm-up did, 2026-11-26)
+    # the recipe goes with the numbers: a pair's recipe can change (the depth-only pair's warm-up did)
     write_result(args.out, {"task": args.task, "scale": args.scale, "seed": args.seed, "width": args.width,
                             "recipe": dataclasses.asdict(task.recipe), "rows": rows, "table": text})
     return 0

@@ -1,4 +1,4 @@
-"""bf16 training throughput and MFU on one GPU (issue 7, target 4): BERT-Base and GPT-2 Medium (the paper's
+"""bf16 training throughput and MFU on one GPU: BERT-Base and GPT-2 Medium (the paper's
 large models of bert_small_base and gpt2_base_medium) trained by the growbench trainer with bf16 autocast and
 SDPA attention, against the card's dense bf16 peak; the same steps in a minimal hand-written loop alongside
 (target 1 on the GPU).
@@ -37,8 +37,8 @@ from tasks import get_task  # noqa: E402
 from tasks.data import PretrainData  # noqa: E402
 
 MODELS = {  # name -> (task whose paper-scale large model it is, default micro-batch)
-    "bert_base": ("bert_small_base", 256),      # 12L/768, seq 128: issue 42's target shape (the paper's batch of 256;
-    #                                             the committed 2026-11-26 H200 figures were measured at 128)
+    "bert_base": ("bert_small_base", 256),      # 12L/768, seq 128: the MFU target's shape (the paper's batch of 256;
+    #                                             the first committed H200 figures were measured at 128)
     "gpt2_medium": ("gpt2_base_medium", 16),    # 24L/1024, seq 1024
 }
 

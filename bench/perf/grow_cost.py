@@ -1,4 +1,4 @@
-"""Grow time and peak memory of every registered growth method on the paper-scale pairs (issue 7, target 3).
+"""Grow time and peak memory of every registered growth method on the paper-scale pairs.
 
 For each pair (BERT-Base -> BERT-Large, GPT-2 Base -> Medium, DeiT-S -> DeiT-B; paper Table 4 sizes) and each
 method in the registry, a fresh Python process builds the small model (random weights: growing costs the same

@@ -1,4 +1,4 @@
-"""Memory that stays flat (issue 64): peak resident memory of the trainer, and how fast it grows per step.
+"""Memory that stays flat: peak resident memory of the trainer, and how fast it grows per step.
 
 For each task (one per family), the trainer (`runs.trainer.train`, the scratch method: the task's large model from
 its own init, exactly as a run trains it) runs N steps and then, in another fresh process, 4N steps, at the given

@@ -1,4 +1,4 @@
-"""Input pipelines against the GPU step (issue 42): samples/s the training DataLoader (tasks/data/loader.py) produces
+"""Input pipelines against the GPU step: samples/s the training DataLoader (tasks/data/loader.py) produces
 with 0, 1, 2, ... workers, against the samples/s the GPU step consumes, for text and for images.
 
 (a) Text: BERT-Base-shaped MLM batches (256 x 128, [CLS] ... [SEP] blocks, 15% masked by transformers' collator)
@@ -48,7 +48,7 @@ from bench.cli import check_result_file, non_negative_int, positive_float, posit
 from bench.result_file import RESULTS, write_result  # noqa: E402
 from runs.cli import OneLineArgumentParser  # noqa: E402
 
-TARGET_MFU = 0.45            # issue 42's target for the training step
+TARGET_MFU = 0.45            # the training step's MFU target
 TARGET_RATIO = 1.5           # produced / consumed, on the GPU machine's cores
 GPU_MACHINE_CORES = 16
 SEED = 0
@@ -146,7 +146,7 @@ def image_stage_costs(data, folder: Path, n: int, sent) -> dict:
     pil, v2 = V.Compose(crop), V.Compose(crop)       # v2 transforms take PIL images and tensors alike
     images = [Image.open(p).convert("RGB") for p in paths]
     pil_path = copy.copy(data)
-    pil_path.files = None            # ImageNetData without its files: PIL decode and transform, as before issue 42
+    pil_path.files = None            # ImageNetData without its files: PIL decode and transform, the first path
     stages = {
         # pairs of images, timed per image (Mixup/CutMix, in DeiT's recipe, mixes a batch: it takes even sizes)
         "item_as_the_data_makes_it": lambda i: data.make_batch("train", np.array([i, (i + 1) % len(paths)]), i),

@@ -1,10 +1,10 @@
-"""Where one training step's GPU time goes (issue 42): the trainer's steps (runs.trainer.train, exactly as a run
+"""Where one training step's GPU time goes: the trainer's steps (runs.trainer.train, exactly as a run
 trains) and the minimal raw loop's, under torch.profiler, each kernel put in one class by its name: GEMM, attention,
 optimizer (AdamW and the gradient clipping's norm: multi-tensor kernels), casts (dtype conversions and copies:
 autocast's per-step weight casts land here), other elementwise (norms, activations, dropout, the loss), host-to-device
 copies, and idle (the step's wall time in which no kernel ran: the host is the bottleneck there). Per step, in ms.
 
-MFU says how far a step is from the card's peak; this says why, and which change of issue 42's list the numbers ask
+MFU says how far a step is from the card's peak; this says why, and which change the numbers ask
 for (compile, no host sync, fused AdamW, no weight casts, flash attention). Models and batches as bench/perf/gpu_mfu.py
 (BERT-Base 256 x 128, GPT-2 Medium 16 x 1024, synthetic tokens, bf16 autocast).
 

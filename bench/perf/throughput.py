@@ -1,4 +1,4 @@
-"""Trainer throughput against a minimal hand-written PyTorch loop (issue 7, target 1: >= 0.97 of the raw loop's
+"""Trainer throughput against a minimal hand-written PyTorch loop (target: >= 0.97 of the raw loop's
 tokens/s).
 
 Both train the same model (the task's large model, same init), on the same batches (PretrainData.train_batch,

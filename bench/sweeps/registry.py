@@ -1,5 +1,5 @@
 """What each sweep runs: the (task, method, label, settings) entries behind every table and figure of the paper and
-issue 41's discriminating runs, and `plan`, which turns sweep names and seeds into the runs to make. bench/sweeps/cli.py
+the runs that explain the comparisons (REPRODUCE's causes), and `plan`, which turns sweep names and seeds into the runs to make. bench/sweeps/cli.py
 runs a plan (resuming, pruning, recording twins); this module only says what is in it, and imports nothing heavy
 (torch is imported only by the entries that need a task's recipe, when they are planned).
 """
@@ -212,28 +212,28 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
     Sweep("llama", "not in the paper: a Llama-style pair (GQA, SwiGLU, RMSNorm, rotary) with every method, "
           "HyperCloning, G_stack, LEMON and MSG included",
           lambda scale: methods("llama_small_base", declared("llama"))),
-    Sweep("recipes", "E1 (issue 41): the grown model's recipe on BERT-Small->Base: LiGO, its copy start, StackBERT, "
+    Sweep("recipes", "E1: the grown model's recipe on BERT-Small->Base: LiGO, its copy start, StackBERT, "
           "bert2BERT under same / warmup0 / paper_lr / warmup0_paper_lr",
           lambda scale: recipe_entries("bert_small_base", ("ligo", "ligo_copy", "stackbert", "bert2bert"),
                                        ("same", "warmup0", "paper_lr", "warmup0_paper_lr"))),
-    Sweep("recipes_llama", "E2 (issue 41): the grown model's recipe on the Llama-style pair (no dropout): LEMON, "
+    Sweep("recipes_llama", "E2: the grown model's recipe on the Llama-style pair (no dropout): LEMON, "
           "LiGO, its copy start, StackBERT under same / warmup0 / paper_lr",
           lambda scale: recipe_entries("llama_small_base", ("lemon", "ligo", "ligo_copy", "stackbert"),
                                        ("same", "warmup0", "paper_lr"))),
-    Sweep("recipes_deit", "issue 41: the grown model's recipe on DeiT (no dropout, CPU-sized): Net2Net, bert2BERT, "
+    Sweep("recipes_deit", "the grown model's recipe on DeiT (no dropout, CPU-sized): Net2Net, bert2BERT, "
           "LEMON, LiGO, its copy start under same / warmup0 / lr_tenth",
           lambda scale: recipe_entries("deit_s_b", ("net2net", "bert2bert", "lemon", "ligo", "ligo_copy"),
                                        ("same", "warmup0", "lr_tenth"))),
-    Sweep("symmetry", "E3 (issue 41): copy symmetry on the width-only BERT pair and DeiT (no dropout): Net2Net, "
+    Sweep("symmetry", "E3: copy symmetry on the width-only BERT pair and DeiT (no dropout): Net2Net, "
           "direct copy, bert2BERT, LiGO's copy start with its copies kept and perturbed, LiGO",
           lambda scale: symmetry_entries("deit_s_b") + symmetry_entries("bert_width_only")),
-    Sweep("official_start", "issue 41: why LiGO as its authors started it leads on BERT-Small->Base: its copy "
+    Sweep("official_start", "why LiGO as its authors started it leads on BERT-Small->Base: its copy "
           "start with LiGO's random width rows, then LiGO's start but for its literal tying",
           lambda scale: official_start_entries("bert_small_base")),
-    Sweep("start_causes", "issue 41: why the start decides in BERT-Small->Base's regime run (with --set steps=6400 "
+    Sweep("start_causes", "why the start decides in BERT-Small->Base's regime run (with --set steps=6400 "
           "--set small_recipe.steps=6400): LiGO's start taken apart, copying starts with their copies perturbed",
           lambda scale: start_causes_entries("bert_small_base")),
-    Sweep("learning", "issue 60: whether LiGO's learning adds to its initialisation (no fit, the authors' fit, a fit "
+    Sweep("learning", "whether LiGO's learning adds to its initialisation (no fit, the authors' fit, a fit "
           "whose lr moves the operator, a 5x longer one) on BERT-Small->Base, RoBERTa-Small->Base, GPT2-Base->Medium",
           learning_entries),
     Sweep("lemon", "not in the paper: LEMON's ViT claim (56.7% saved with its faster-decaying schedule) on the "

@@ -54,7 +54,7 @@ class ImageNetData(ImagePretrainData):
         # the exported preprocessing describe. The float conversion and normalisation run once on the stacked uint8
         # batch (to_float): the same elementwise ops, so the same floats bit for bit, without a float32 copy of each
         # crop to stack (3%: 3.07 against 3.16 ms an image, 500 x 375 JPEGs, batches of 64, medians of 8 alternated
-        # rounds on 2 loaded cores, 2026-11-27).
+        # rounds on 2 loaded cores).
         self.tensor_crop = V.Compose([V.RandomResizedCrop(size, interpolation=bicubic, antialias=True),
                                       V.RandomHorizontalFlip()])
         self.sends_uint8 = False         # for_transfer: training batches leave the recipe's float work to the GPU
@@ -89,7 +89,7 @@ class ImageNetData(ImagePretrainData):
         from torchvision.transforms.functional import normalize
         # 255 as a tensor on the pixels' device: CUDA divides by a CPU scalar as a multiplication by its reciprocal
         # (ATen's div_true_kernel_cuda), up to one ulp off ToTensor's division on the host; a device tensor gets
-        # the true division (an H200 run of the GPU test, 2026-11-27, failed its bit-for-bit check with the scalar)
+        # the true division (with the scalar, the GPU test's bit-for-bit check failed on an H200)
         return normalize(pixels.to(torch.float32).div(torch.full((), 255.0, device=pixels.device)), self.mean, self.std)
 
     def for_transfer(self) -> "ImageNetData":

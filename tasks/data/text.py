@@ -378,7 +378,7 @@ class TextData(PretrainData):
             out = collator(list(ids))
         # No attention mask: blocks are packed, never padded. An all-ones mask changes no number (checked on the CPU,
         # dropout on), but on a GPU it costs transformers a check of its values (a host sync) every forward, and
-        # keeps SDPA from its flash kernel (issue 42)
+        # keeps SDPA from its flash kernel
         return {"input_ids": out["input_ids"], "labels": out["labels"]}
 
 
