@@ -2,7 +2,10 @@
 DeiT's resize/crop/flip/normalise transforms or, under DeiT's recipe, timm's training transform; the random ones are
 seeded per image from (seed, step, position) under forked RNGs (tasks/data/image_recipe.py). A GPU run's loader
 stops where timm's prefetcher does (uint8 images after the per-image draws) and the float work, random erasing and
-mixing included, runs on the device after the copy (`for_transfer`, `on_device`)."""
+mixing included, runs on the device after the copy (`for_transfer`, `on_device`). A resized copy written by
+tasks/data/resized_copy.py (its manifest says so) decodes with simplejpeg and, under DeiT's recipe, trains through the
+uint8 path of tasks/data/imagenet_fast.py: timm's crop, flip and RandAugment with timm's draws, the crop resampled
+on the tensor."""
 from __future__ import annotations
 
 import copy
@@ -13,6 +16,8 @@ import torch
 
 from .base import derive_seed, to_device
 from .image_recipe import PER_IMAGE, ImagePretrainData, seeded_global_rngs
+from .imagenet_fast import decode_jpeg_rgb, uint8_train_transform
+from .resized_copy import read_manifest
 from .timm_posterize import posterize_keeping_zero_bits
 
 IMAGENET_SIZE = 224
@@ -26,12 +31,13 @@ class ImageNetData(ImagePretrainData):
     decodes_images = True
 
     def __init__(self, items: dict, lengths: dict[str, int], num_classes: int, image_size: int | None,
-                 label_names: list[str] | None = None, files: dict | None = None):
+                 label_names: list[str] | None = None, files: dict | None = None, resized_copy: dict | None = None):
         import torchvision.transforms as T
         import torchvision.transforms.v2 as V
         from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
         self.items, self.num_classes, self.label_names = items, num_classes, label_names
         self.files = files                       # split -> (i -> (image file, label)): an ImageFolder on disk
+        self.resized_copy = resized_copy         # the manifest of a copy made by tasks/data/resized_copy.py, or None
         self.image_size = size = image_size or IMAGENET_SIZE
         self.n_train, self.n_valid = lengths["train"], lengths["valid"]
         self.mean, self.std = IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
@@ -57,6 +63,7 @@ class ImageNetData(ImagePretrainData):
         # rounds on 2 loaded cores).
         self.tensor_crop = V.Compose([V.RandomResizedCrop(size, interpolation=bicubic, antialias=True),
                                       V.RandomHorizontalFlip()])
+        self.file_transform = self.tensor_crop   # training images from files (decoded uint8) -> uint8; None: PIL path
         self.sends_uint8 = False         # for_transfer: training batches leave the recipe's float work to the GPU
 
     @property
@@ -68,6 +75,7 @@ class ImageNetData(ImagePretrainData):
         super()._configure()
         a = self.augment
         self.transforms, self.uint8_transform = self.plain
+        self.file_transform = self.tensor_crop
         if self.timm_per_image:
             from timm.data import create_transform
             # DeiT's datasets.build_transform: timm's ImageNet training transform (random resized crop, flip,
@@ -81,6 +89,16 @@ class ImageNetData(ImagePretrainData):
             self.transforms = {**self.transforms, "train": posterize_keeping_zero_bits(train)}
             self.uint8_transform = posterize_keeping_zero_bits(
                 create_transform(self.image_size, use_prefetcher=True, **options))
+            # from files, timm's PIL path, the exact reference; from a resized copy, the same stages and draws on
+            # uint8 tensors, random erasing after the float conversion on the batch (on_device): the CPU it saves is
+            # in bench/README.md section 10
+            self.file_transform = (uint8_train_transform(self.image_size, options, posterize_keeping_zero_bits)
+                                   if self.resized_copy else None)
+
+    def decode_file(self, path: str) -> torch.Tensor:
+        """A training image file as uint8 [3, H, W]: simplejpeg for a resized copy (RGB JPEGs throughout), else
+        torchvision's decode (any file ImageFolder reads)."""
+        return decode_jpeg_rgb(path) if self.resized_copy else decode_rgb(path)
 
     def to_float(self, pixels: torch.Tensor) -> torch.Tensor:
         """uint8 pixels [..., 3, H, W] as the model's input: ToTensor's and Normalize's arithmetic (divide by 255,
@@ -127,7 +145,7 @@ class ImageNetData(ImagePretrainData):
         # callers' randomness is untouched, the batch is reproducible, each image's draws are its own, and an image
         # repeated in a batch (repeated augmentation) is augmented differently each time
         transform, pixels, labels = self.transforms[split], [], []
-        from_files = split == "train" and self.files is not None and not self.timm_per_image
+        from_files = split == "train" and self.files is not None and self.file_transform is not None
         sends_uint8 = split == "train" and self.sends_uint8
         if sends_uint8:
             transform = self.uint8_transform
@@ -135,17 +153,17 @@ class ImageNetData(ImagePretrainData):
             for k, i in enumerate(indices):
                 if from_files:
                     path, label = self.files[split](int(i))
-                    image = decode_rgb(path)
+                    image = self.decode_file(path)
                 else:
                     image, label = self.items[split](int(i))
                 seed(derive_seed(rng_seed, k))
-                pixels.append(self.tensor_crop(image) if from_files else transform(image.convert("RGB")))
+                pixels.append(self.file_transform(image) if from_files else transform(image.convert("RGB")))
                 labels.append(label)
         batch = {"pixel_values": torch.stack(pixels), "labels": torch.tensor(labels, dtype=torch.long)}
-        if sends_uint8:      # the float work after the copy (on_device), drawing from this batch's seed
-            return {**batch, "augment_seed": torch.tensor(rng_seed, dtype=torch.int64)}
-        if from_files:
-            batch["pixel_values"] = self.to_float(batch["pixel_values"])
+        if sends_uint8 or from_files:     # the float work after the copy (on_device), drawing from this batch's seed
+            batch = {**batch, "augment_seed": torch.tensor(rng_seed, dtype=torch.int64)}
+            # on the host, that same work here: the floats a GPU run's batch becomes, bit for bit
+            return batch if sends_uint8 else self.on_device(batch, "cpu")
         return self.mix(split, batch, rng_seed)
 
     def preprocessing(self) -> dict:
@@ -185,7 +203,7 @@ def load_imagenet_data(path: str | None = None, image_size: int | None = None) -
             return lambda i: folder.samples[i]
         return ImageNetData({s: getter(f) for s, f in folders.items()}, {s: len(f) for s, f in folders.items()},
                             len(folders["train"].classes), image_size, label_names=folders["train"].classes,
-                            files={s: file_getter(f) for s, f in folders.items()})
+                            files={s: file_getter(f) for s, f in folders.items()}, resized_copy=read_manifest(root))
     from datasets import load_dataset  # the paper's data through the hub (gated: needs an accepted licence)
     splits = {"train": load_dataset("ILSVRC/imagenet-1k", split="train"),
               "valid": load_dataset("ILSVRC/imagenet-1k", split="validation")}
