@@ -10,6 +10,10 @@ own, on all cores and on one (TOKENIZERS_PARALLELISM), in documents/s and tokens
 fields plus grain, ~80 KB each, quality 90), and the same at 341 x 256 (a copy of ImageNet resized to a 256-pixel
 short side, as fast-loading pipelines such as FFCV keep it), read through tasks.data.imagenet.load_imagenet_data at 224 with its
 training transform: decode, augment and normalise are all in the timed batches.
+(c) Each image folder's resized copy (tasks/data/resized_copy.py, `--resized-copy` short side, 256 by default),
+read the same way: the path a run on such a copy takes (simplejpeg's decode and, under DeiT's recipe,
+tasks/data/imagenet_fast.py's uint8 transform), timed beside the original's current path in the same run: the
+loader's rates, the stages, and the two items in alternated rounds.
 
 What the GPU consumes. Text: BERT-Base tokens/s of the growbench trainer from bench/results/gpu_mfu.json (measured
 on an H200), and the same scaled to the issue's 45% MFU target. Images: DeiT-B at 224 at 45% MFU of the card's
@@ -27,6 +31,7 @@ workers scale linearly (each makes whole batches on its own, sharing nothing). I
 (decode, transform) of one core, and what torchvision's tensor path would cost instead.
 
 Run: HF_HUB_OFFLINE=1 python bench/perf/pipeline.py [--workers 0 1 2] [--images 320] [--source-sizes 500x375 341x256]
+     [--deit-recipe] [--resized-copy 256]
 Writes bench/results/pipeline.json (or --out).
 """
 from __future__ import annotations
@@ -175,26 +180,105 @@ def image_stage_costs(data, folder: Path, n: int, sent) -> dict:
 SENT_ROUNDS, SENT_BATCH = 8, 16     # alternated rounds of batches (even: Mixup/CutMix mixes pairs)
 
 
-def host_against_sent(data, sent, n: int) -> dict:
-    """CPU ms an image of a training batch as the data makes it on the host against as a GPU run's loader sends it
-    (`sent`: uint8 after the per-image draws, the float work left to the device), in SENT_ROUNDS alternated rounds
-    (which goes first alternates too) of SENT_BATCH images: medians, and the paired ratios' median and range. One
-    pass of each beside a neighbour's load is noise: a 20-image pass saw none of a 1.4x difference."""
-    host, moved = [], []
+def alternated_rounds(first, second, n: int) -> dict:
+    """CPU ms an image of training batches made by `first` against by `second`, in SENT_ROUNDS alternated rounds
+    (which goes first alternates too) of SENT_BATCH images (items round-robin over the first `n`): medians, and the
+    paired ratios (first / second), median and range. One pass of each beside a neighbour's load is noise: a
+    20-image pass saw none of a 1.4x difference."""
+    times = ([], [])
     for r in range(SENT_ROUNDS):
         idx = np.arange(r * SENT_BATCH, (r + 1) * SENT_BATCH) % n
-        pair = [(host, data), (moved, sent)]
-        for times, d in pair if r % 2 == 0 else pair[::-1]:
+        pair = [(times[0], first), (times[1], second)]
+        for spent, d in pair if r % 2 == 0 else pair[::-1]:
             t0 = time.process_time()
             d.make_batch("train", idx, r)
-            times.append((time.process_time() - t0) / SENT_BATCH * 1e3)
-    ratios = np.array(host) / np.array(moved)
-    out = {"rounds": SENT_ROUNDS, "batch": SENT_BATCH, "host_ms": float(np.median(host)),
-           "sent_ms": float(np.median(moved)), "ratio_median": float(np.median(ratios)),
-           "ratio_min": float(ratios.min()), "ratio_max": float(ratios.max())}
+            spent.append((time.process_time() - t0) / SENT_BATCH * 1e3)
+    ratios = np.array(times[0]) / np.array(times[1])
+    return {"rounds": SENT_ROUNDS, "batch": SENT_BATCH, "first_ms": float(np.median(times[0])),
+            "second_ms": float(np.median(times[1])), "ratio_median": float(np.median(ratios)),
+            "ratio_min": float(ratios.min()), "ratio_max": float(ratios.max())}
+
+
+def host_against_sent(data, sent, n: int) -> dict:
+    """The batch as the data makes it on the host against as a GPU run's loader sends it (`sent`: uint8 after the
+    per-image draws, the float work left to the device), in alternated rounds."""
+    rounds = alternated_rounds(data, sent, n)
+    out = {"rounds": rounds["rounds"], "batch": rounds["batch"], "host_ms": rounds["first_ms"],
+           "sent_ms": rounds["second_ms"], **{k: v for k, v in rounds.items() if k.startswith("ratio")}}
     print(f"  images, CPU ms per image in {SENT_ROUNDS} alternated rounds of {SENT_BATCH}: on the host "
           f"{out['host_ms']:.2f}, as a GPU loader sends it {out['sent_ms']:.2f} ({out['ratio_median']:.2f}x less; "
           f"paired {out['ratio_min']:.2f}-{out['ratio_max']:.2f})", flush=True)
+    return out
+
+
+def resized_copy_costs(current, copy_data, n: int) -> dict:
+    """CPU ms per image of one core, the resized copy's uint8 path (`copy_data`, tasks/data/resized_copy.py and
+    imagenet_fast.py) beside the current path on the original images (`current`), both as a GPU run's loader sends
+    them: the whole item (pairs of images, as in image_stage_costs), and by stage: the copy's decode (simplejpeg,
+    torchvision, PIL), the uint8 transform on the decoded tensor, and under DeiT's recipe its parts (timm's crop and
+    flip on the tensor, RandAugment on the 224 crop with the round trip through PIL) against timm's crop and flip on
+    the original PIL image (the current path's); then the two items in alternated rounds."""
+    import torchvision.transforms.v2.functional as VF
+    from PIL import Image
+    from tasks.data.imagenet import decode_rgb
+    from tasks.data.imagenet_fast import TimmCropOnTensor, decode_jpeg_rgb
+    originals = [current.files["train"](i)[0] for i in range(n)]
+    copies = [copy_data.files["train"](i)[0] for i in range(n)]
+    tensors = [decode_jpeg_rgb(p) for p in copies]
+    transform = copy_data.file_transform
+    pairs = lambda i: np.array([i, (i + 1) % n])       # noqa: E731
+    stages = {
+        "item_current_path": lambda i: current.make_batch("train", pairs(i), i),
+        "item_resized_copy_path": lambda i: copy_data.make_batch("train", pairs(i), i),
+        "decode_simplejpeg_copy": lambda i: decode_jpeg_rgb(copies[i]),
+        "decode_torchvision_copy": lambda i: decode_rgb(copies[i]),
+        "decode_pil_copy": lambda i: Image.open(copies[i]).convert("RGB"),
+        "uint8_transform_copy": lambda i: transform(tensors[i]),
+    }
+    secondary = getattr(transform, "secondary", None)
+    if secondary is not None:                   # DeiT's recipe: the uint8 transform's parts, and the PIL crop's
+        primary = transform.primary
+        pil_primary = [t.crop if isinstance(t, TimmCropOnTensor) else t for t in primary]
+        images = [Image.open(p).convert("RGB") for p in originals]
+        crops = [VF.to_pil_image(apply(primary, t)) for t in tensors]
+        stages.update({
+            "crop_flip_tensor_copy": lambda i: apply(primary, tensors[i]),
+            "randaugment_224_with_pil_round_trip": lambda i: VF.pil_to_tensor(secondary(crops[i])),
+            "crop_flip_pil_original": lambda i: apply(pil_primary, images[i]),
+        })
+    out = time_stages(stages, n)
+    out["images_per_s_per_core_current"] = 1e3 / out["item_current_path"]
+    out["images_per_s_per_core_resized_copy"] = 1e3 / out["item_resized_copy_path"]
+    out["current_against_copy"] = alternated_rounds(current, copy_data, n)
+    r = out["current_against_copy"]
+    print("  resized copy, CPU ms per image: " + ", ".join(f"{k} {v:.2f}" for k, v in out.items()
+                                                           if isinstance(v, float) and not k.startswith("images"))
+          + f"; in {SENT_ROUNDS} alternated rounds of {SENT_BATCH}: current {r['first_ms']:.2f}, resized copy "
+          f"{r['second_ms']:.2f} ({r['ratio_median']:.2f}x less; paired {r['ratio_min']:.2f}-{r['ratio_max']:.2f})",
+          flush=True)
+    return out
+
+
+def apply(transforms, image):
+    for t in transforms:
+        image = t(image)
+    return image
+
+
+def time_stages(stages: dict, n: int) -> dict:
+    """CPU ms per image of each stage over images 0 .. n-1 (items make pairs: per image), after one warm-up call;
+    CPU time of this one-thread process, so neighbours' load is mostly left out. Seeded, so each stage draws the
+    same augmentations whenever it runs."""
+    from tasks.data.image_recipe import seeded_global_rngs
+    out = {}
+    with seeded_global_rngs() as seed:
+        for name, fn in stages.items():
+            seed(SEED)
+            fn(0)
+            t0 = time.process_time()
+            for i in range(n):
+                fn(i)
+            out[name] = (time.process_time() - t0) / n * 1e3 / (2 if name.startswith("item") else 1)
     return out
 
 
@@ -266,6 +350,35 @@ def measure(kind: str, data, batch_size: int, batches: int, workers: list[int], 
             "cores_needed_for_target": need, "projected_ratio_on_16_cores": on_gpu_machine}
 
 
+def measure_resized_copy(folder: Path, dest: Path, args, current, consumed: float, current_per_worker: float) -> dict:
+    """The loader's rates and the stage costs of `folder`'s resized copy at --resized-copy, the path a run on such a
+    copy takes (under --deit-recipe, tasks/data/imagenet_fast.py's uint8 transform), beside `current` (the original
+    folder's data as a GPU run's loader sends it), and one worker's rate against the current path's."""
+    from tasks.data.imagenet import load_imagenet_data
+    from tasks.data.resized_copy import write_resized_copy
+    t0 = time.process_time()
+    manifest = write_resized_copy(folder, dest, short_side=args.resized_copy, workers=1)
+    conversion_ms = (time.process_time() - t0) / sum(manifest["images"].values()) * 1e3
+    data = load_imagenet_data(str(dest))
+    if args.deit_recipe:
+        from tasks import get_task
+        data = data.with_augmentation(get_task("deit_s_b", scale="paper").recipe.augmentation())
+    sent = data.for_transfer()
+    print(f"  resized copy at short side {args.resized_copy}: {conversion_ms:.1f} CPU ms an image to convert; "
+          f"training transform {type(data.file_transform).__name__}", flush=True)
+    rates = measure(f"images resized copy {args.resized_copy}", sent, args.image_batch, args.image_batches,
+                    args.workers, consumed)
+    per_worker = rates["per_worker_samples_per_cpu_s"]
+    print(f"  resized copy: one worker {per_worker:,.0f} images per CPU second against {current_per_worker:,.0f} on "
+          f"the original images ({per_worker / current_per_worker:.2f}x); {TARGET_RATIO}x of the 45%-MFU step on "
+          f"{GPU_MACHINE_CORES - 1} workers needs {TARGET_RATIO * consumed / (GPU_MACHINE_CORES - 1):,.0f}", flush=True)
+    return {"short_side": args.resized_copy, "manifest": manifest, "conversion_cpu_ms_per_image": conversion_ms,
+            "transform": repr(data.file_transform), **rates,
+            "per_worker_against_current": per_worker / current_per_worker,
+            "needed_per_worker_for_target": TARGET_RATIO * consumed / (GPU_MACHINE_CORES - 1),
+            "cpu_ms_per_image": resized_copy_costs(current, sent, min(args.images, 100))}
+
+
 def image_size(text: str) -> tuple[int, int]:
     """argparse type: WxH, both >= 32 pixels."""
     import argparse
@@ -300,6 +413,9 @@ def main(argv=None):
     ap.add_argument("--target-mfu", type=positive_float, default=TARGET_MFU)
     ap.add_argument("--deit-recipe", action="store_true", help="images with DeiT's training recipe (RandAugment, "
                     "random erasing, Mixup/CutMix: deit_s_b's paper-scale recipe) instead of crop and flip")
+    ap.add_argument("--resized-copy", type=non_negative_int, default=256, metavar="SHORT_SIDE",
+                    help="also time each image folder's resized copy (tasks/data/resized_copy.py) at this short side, "
+                    "beside the original (default 256; 0: not)")
     ap.add_argument("--out", default=str(RESULTS / "pipeline.json"))
     args = ap.parse_args(argv)
     with refused_as_one_line():
@@ -360,6 +476,10 @@ def main(argv=None):
                     **measure(f"images {width}x{height}", sent, args.image_batch, args.image_batches,
                               args.workers, consumption["images"]["target_samples_per_s"]),
                     "cpu_ms_per_image": image_stage_costs(data, folder, min(args.images, 100), sent)}
+                if args.resized_copy:
+                    result["images"][f"{width}x{height}"]["resized_copy"] = measure_resized_copy(
+                        folder, tmp / f"{folder.name}-copy", args, sent, consumption["images"]["target_samples_per_s"],
+                        result["images"][f"{width}x{height}"]["per_worker_samples_per_cpu_s"])
     result["load_average_at_end"] = os.getloadavg()
     write_result(args.out, result)
 

@@ -4,14 +4,15 @@ uint8 tensor (resampled by torchvision's uint8 kernel instead of PIL's), then ti
 which takes PIL images, on the 224 x 224 crop alone, and the result as uint8; the float conversion, normalisation
 and random erasing follow on the stacked batch, on the device for a GPU run (ImageNetData.on_device).
 
-Why this split. Under DeiT's recipe timm's transform crops and resizes the whole decoded PIL image and converts it to
-floats per image; on a 341 x 256 image that was ~1 ms of PIL crop and resize plus the PIL decode, against the few
-tenths of a millisecond RandAugment takes on the small crop (bench/README.md section 10 has the per-stage
-figures). The crop, the flip and RandAugment are timm's (`create_transform(..., separate=True)`: its primary and
-secondary stages), so the op choices, magnitudes and probabilities are DeiT's by construction, and for the same
-seeds the same boxes, flips and ops are drawn as by timm's transform; what differs is the resampling kernel (within a
-few levels of 255 on smooth images) and, on a resized copy, the source pixels (tests/test_fast_images.py compares
-the batches' statistics with timm's pipeline on the original images)."""
+Why this split. Under DeiT's recipe timm's transform decodes, crops and resizes with PIL, on the whole image; here
+that was 0.87 + 0.75 ms of a 500 x 375 image's 2.5, against 0.30 + 0.16 ms for simplejpeg's decode of its 256
+copy and the crop on the tensor; RandAugment (0.67 ms, on the 224 crop either way) stays timm's, since its ops take
+PIL images and torchvision's tensor affine has no bicubic (bench/README.md section 10). The crop, the flip and
+RandAugment are timm's (`create_transform(..., separate=True)`: its primary and secondary stages), so the op
+choices, magnitudes and probabilities are DeiT's by construction, and for the same seeds the same boxes, flips and
+ops are drawn as by timm's transform; what differs is the resampling kernel (within a few levels of 255) and, on a
+resized copy, the source pixels (tests/test_fast_images.py compares the batches' statistics with timm's pipeline on
+the original images)."""
 from __future__ import annotations
 
 import random

@@ -45,7 +45,8 @@ def read_manifest(root) -> dict | None:
 
 def check_paths(source, dest) -> tuple[Path, Path]:
     """SOURCE and DEST resolved, or ValueError (one line) when the copy cannot be made: SOURCE must be an ImageFolder
-    root with train/ and val/, DEST a new (or empty) folder in an existing, writable folder, neither inside the other."""
+    root with train/ and val/, DEST a new (or empty) folder in an existing, writable folder, neither inside the
+    other."""
     src, dst = Path(source).expanduser().resolve(), Path(dest).expanduser().resolve()
     if not src.is_dir():
         raise ValueError(f"source {src} is not a directory (an ImageFolder root holding train/ and val/)")
@@ -82,7 +83,8 @@ def list_images(src: Path) -> dict[str, list[str]]:
 
 
 def resized_size(height: int, width: int, short_side: int) -> tuple[int, int]:
-    """(height, width) with the short side at `short_side`, the long one as torchvision's Resize(short_side) makes it."""
+    """(height, width) with the short side at `short_side`, the long one as torchvision's Resize(short_side) makes
+    it."""
     if height <= width:
         return short_side, int(short_side * width / height)
     return int(short_side * height / width), short_side
@@ -143,11 +145,9 @@ def write_resized_copy(source, dest, short_side: int = 256, quality: int = 90, w
     partial = dst.parent / f".{dst.name}.partial-{os.getpid()}"
     t0 = time.perf_counter()
     try:
-        jobs = []
-        for split, paths in images.items():
-            for rel in paths:
-                (partial / rel).parent.mkdir(parents=True, exist_ok=True)
-                jobs.append((str(src / rel), str(partial / rel), short_side, quality))
+        jobs = [(str(src / rel), str(partial / rel), short_side, quality) for paths in images.values() for rel in paths]
+        for folder in sorted({os.path.dirname(job[1]) for job in jobs}):
+            os.makedirs(folder, exist_ok=True)
         if workers == 1:
             done = [_convert(job) for job in jobs]
         else:
