@@ -5,6 +5,7 @@ uninterrupted run; the cores are split among the jobs; Slurm options reach sbatc
 line before anything is written."""
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -90,6 +91,7 @@ def test_a_sweep_through_the_local_executor_lands_the_inline_records(sweeps):
         assert b.summary["flops"] == a.summary["flops"] and b.summary.get("eval_loss") == a.summary.get("eval_loss")
         assert b.config.get("same_computation_as") == a.config.get("same_computation_as")
         assert b.config["environment"]["threads"] == 1 == a.config["environment"]["threads"]
+        assert b.config["argv"] == a.config["argv"] == sys.argv     # the sweep's command, not submitit's bootstrap
     small = sweeps["root"] / "local" / "bert_small_base-tiny" / "small-s0"
     assert (small / "summary.json").exists()                 # the small model's record beside the runs, as inline
     assert any(p.name.endswith("_log.out") for p in (sweeps["root"] / "local" / ".submitit").rglob("*"))

@@ -28,6 +28,7 @@ import ast
 import json
 import math
 import os
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -192,16 +193,22 @@ class SweepJob(submitit.helpers.Checkpointable):
     """One job: runs (i, entry, seed) of a plan of n, made one after another by run_one. `threads`: torch's (None:
     the job's cores, on Slurm); `environment`: variables set before torch works (None: removed).
     `results` (i -> (outcome, ok, log lines)) travels with a requeued job, so a run completed before the
-    preemption is reported as made, not as found complete."""
+    preemption is reported as made, not as found complete. `command`: the sweep's command line (its sys.argv),
+    which the job's records give as theirs."""
 
     def __init__(self, runs: list, n: int, out: str, scale: str, common: tuple, device: str,
-                 eval_suites: list[str] | None, eval_settings: tuple, threads: int | None, environment: dict):
+                 eval_suites: list[str] | None, eval_settings: tuple, threads: int | None, environment: dict,
+                 command: list[str]):
         self.runs, self.n, self.out, self.scale, self.common = runs, n, out, scale, common
         self.device, self.eval_suites, self.eval_settings = device, eval_suites, eval_settings
-        self.threads, self.environment = threads, environment
+        self.threads, self.environment, self.command = threads, environment, list(command)
         self.results: dict[int, tuple] = {}
 
     def __call__(self) -> dict[int, tuple]:
+        # A record's argv says which command made it (runs/experiment.py reads sys.argv). In a job, sys.argv is
+        # submitit's bootstrap (`.../submitit/core/_submit.py <folder>`), which names neither the sweep nor its --out:
+        # the job is that sweep's, so its process takes the sweep's command line as its own.
+        sys.argv = list(self.command)
         threads = self.threads or int(os.environ.get("SLURM_CPUS_PER_TASK") or 0) or available_cores()
         for key, value in {**self.environment, "OMP_NUM_THREADS": str(threads),
                            "MKL_NUM_THREADS": str(threads)}.items():
@@ -312,7 +319,7 @@ def launch_plan(todo: list, out: Path, scale: str, common: tuple, device: str, e
                     for group, slot in zip(groups, free):
                         job = executor.submit(SweepJob([(it.i, it.entry, it.seed) for it in group], n, str(out),
                                                        scale, common, device, eval_suites, eval_settings, threads,
-                                                       environment(slot)))
+                                                       environment(slot), sys.argv))
                         submitted.append((job, group, slot))
                 for job, group, slot in submitted:
                     running[job] = (group, slot)
