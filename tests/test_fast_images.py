@@ -3,7 +3,6 @@ DeiT's augmentation: timm's draws on the tensor, and augmented batches whose sta
 the original images."""
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from tasks.data import load_pretrain_data
@@ -23,17 +22,9 @@ TIMM_OPTIONS = dict(is_training=True, auto_augment="rand-m9-mstd0.5-inc1", color
 
 
 def photo_like_folder(root, n: int, size=(500, 375), classes: int = 4):
-    """An ImageFolder of `n` training JPEGs of ImageNet's typical size: smooth random colour fields (a 16 x 12 grid
-    upsampled) plus grain, quality 90, as bench/perf/pipeline.py writes them; a few held-out ones."""
-    from PIL import Image
-    rng = np.random.default_rng(0)
-    for split, count in (("train", n), ("val", classes)):
-        for i in range(count):
-            folder = root / split / f"class{i % classes}"
-            folder.mkdir(parents=True, exist_ok=True)
-            low = Image.fromarray(rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)).resize(size, Image.BICUBIC)
-            pixels = np.asarray(low, dtype=np.float32) + rng.normal(0, 15, (size[1], size[0], 3))
-            Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(folder / f"{i:04d}.jpg", quality=90)
+    """An ImageFolder of `n` training JPEGs of ImageNet's typical size, the ones bench/perf/pipeline.py measures."""
+    from bench.perf.pipeline import write_image_folder
+    write_image_folder(root, n, classes=classes, size=size)
     return root
 
 

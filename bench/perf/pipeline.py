@@ -350,19 +350,25 @@ def measure(kind: str, data, batch_size: int, batches: int, workers: list[int], 
             "cores_needed_for_target": need, "projected_ratio_on_16_cores": on_gpu_machine}
 
 
+def training_images(folder: Path, deit_recipe: bool):
+    """`folder` read as a run reads it, with the training transform (DeiT's recipe under `deit_recipe`)."""
+    from tasks.data.imagenet import load_imagenet_data
+    data = load_imagenet_data(str(folder))
+    if deit_recipe:
+        from tasks import get_task
+        data = data.with_augmentation(get_task("deit_s_b", scale="paper").recipe.augmentation())
+    return data
+
+
 def measure_resized_copy(folder: Path, dest: Path, args, current, consumed: float, current_per_worker: float) -> dict:
     """The loader's rates and the stage costs of `folder`'s resized copy at --resized-copy, the path a run on such a
     copy takes (under --deit-recipe, tasks/data/imagenet_fast.py's uint8 transform), beside `current` (the original
     folder's data as a GPU run's loader sends it), and one worker's rate against the current path's."""
-    from tasks.data.imagenet import load_imagenet_data
     from tasks.data.resized_copy import write_resized_copy
     t0 = time.process_time()
     manifest = write_resized_copy(folder, dest, short_side=args.resized_copy, workers=1)
     conversion_ms = (time.process_time() - t0) / sum(manifest["images"].values()) * 1e3
-    data = load_imagenet_data(str(dest))
-    if args.deit_recipe:
-        from tasks import get_task
-        data = data.with_augmentation(get_task("deit_s_b", scale="paper").recipe.augmentation())
+    data = training_images(dest, args.deit_recipe)
     sent = data.for_transfer()
     print(f"  resized copy at short side {args.resized_copy}: {conversion_ms:.1f} CPU ms an image to convert; "
           f"training transform {type(data.file_transform).__name__}", flush=True)
@@ -459,11 +465,7 @@ def main(argv=None):
                 folder = tmp / f"imagenet-{width}x{height}"
                 t0 = time.perf_counter()
                 write_image_folder(folder, args.images, classes=10, size=(width, height))
-                from tasks.data.imagenet import load_imagenet_data
-                data = load_imagenet_data(str(folder))
-                if args.deit_recipe:
-                    from tasks import get_task
-                    data = data.with_augmentation(get_task("deit_s_b", scale="paper").recipe.augmentation())
+                data = training_images(folder, args.deit_recipe)
                 sent = data.for_transfer()
                 print(f"images: {args.images} JPEGs of {width} x {height} written in {time.perf_counter() - t0:.1f} s, "
                       f"read at {data.image_size} with the training transform", flush=True)
