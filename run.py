@@ -187,6 +187,12 @@ def train_main(args) -> int:
     loss = f"{s['eval_loss']:.4f}" if s.get("eval_loss") is not None else "n/a"
     print(f"record: {out}")
     print(f"final eval loss {loss}{acc}; {s.get('flops', 0):.3e} FLOPs; {s.get('wall', 0):.1f} s training")
+    from analysis.reference import reference_lines
+    try:       # the run is done and recorded: a committed record that cannot be read costs this line, not the run
+        for line in reference_lines(out):
+            print(line)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"saving: not measured ({type(e).__name__}: {e})")
     if args.eval:
         from runs.evaluation import run_and_report
         try:

@@ -8,9 +8,17 @@ computation, `regime` checks each task's learning regime, `tables` and `figures`
 layout. Nothing here imports
 models/, methods/ or tasks/; of runs/ only the record reader (see analysis/load.py for why).
 """
-from analysis.frames import curves_frame, runs_frame
-from analysis.load import Problem, load_runs
-from analysis.savings import all_savings, cost_to_reach, seed_savings, summarize, target_metric
+import importlib
 
-__all__ = ["Problem", "all_savings", "cost_to_reach", "curves_frame", "load_runs", "runs_frame", "seed_savings",
-           "summarize", "target_metric"]
+# where each name lives; imported on first use (PEP 562), so that importing one light module of the package (run.py's
+# analysis.reference for a scale without committed records) does not load pandas
+_HOME = {"curves_frame": "analysis.frames", "runs_frame": "analysis.frames", "Problem": "analysis.load",
+         "load_runs": "analysis.load", "all_savings": "analysis.savings", "cost_to_reach": "analysis.savings",
+         "seed_savings": "analysis.savings", "summarize": "analysis.savings", "target_metric": "analysis.savings"}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module 'analysis' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOME[name]), name)
