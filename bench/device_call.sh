@@ -11,8 +11,8 @@
 # is merged afterwards (bench/README.md section 14). E.g. BERT's regime comparison with its no-growth control:
 #
 #   bash bench/device_call.sh 540 \
-#     'python3 -m bench.sweeps bert --scale regime --seeds 0 1 --launcher local --local-parallelism 12 --device cuda --out records/regime --prune' \
-#     'python3 bench/experiments/small_continued.py --tasks bert_small_base:0,1 --scale regime --device cuda --runs records/regime-control --train-only'
+#     'python3 -m bench.sweeps bert --scale regime --seeds 0 1 --launcher local --local-parallelism 12 --device cuda --out records/regime-gpu --prune' \
+#     'python3 bench/experiments/small_continued.py --tasks bert_small_base:0,1 --scale regime --device cuda --runs records/regime-gpu-control --train-only'
 #
 # Then, here, from the repository's root: tar xzf <the call's files_at>/written.tgz. A run cut by the limit keeps its
 # checkpoint on the device (not sent back): the same call again, on the still-warm machine, resumes it.
