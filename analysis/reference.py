@@ -62,7 +62,11 @@ def reference_lines(run_dir: Path, repo: Path | None = None) -> list[str]:
     together = [r for r in committed if identity(r) != mine] + [run]
     frame, curves = runs_frame(together), curves_frame(together)
     rows = seed_savings(curves, frame, task, scale)
-    row = rows[(rows["label"] == label) & (rows["seed"] == seed)].iloc[0]
+    mine_rows = rows[(rows["label"] == label) & (rows["seed"] == seed)] if len(rows) else rows
+    if not len(mine_rows):
+        return [f"saving: none measured: the committed scratch run ({shown}/scratch-s{seed}) has no evaluation to "
+                f"measure against"]
+    row = mine_rows.iloc[0]
     metric = "eval accuracy" if row["metric"] == "eval_acc" else "eval loss"
     names.learn(run.config["method"])
     shown_name = display(label)
@@ -73,11 +77,11 @@ def reference_lines(run_dir: Path, repo: Path | None = None) -> list[str]:
     if row["reached"]:
         fit = (f" ({100 * row['saving_flops_no_fit']:.1f}% without its fit)"
                if row["fit_flops"] > 0 and not math.isnan(row["saving_flops_no_fit"]) else "")
-        lines = [f"saving: {shown_name} reached scratch's final {metric} ({fmt(row['target'])}) with "
-                 f"{100 * row['saving_flops']:.1f}% fewer FLOPs{fit} ({where})"]
+        lines = [f"saving: {shown_name} reached scratch's final {metric}, {fmt(row['target'])}, with "
+                 f"{100 * row['saving_flops']:.1f}% fewer FLOPs{fit}; {where}"]
     else:
-        lines = [f"saving: none: {shown_name} ended at {fmt(row['final'])}, short of scratch's final {metric} "
-                 f"({fmt(row['target'])}; {where})"]
+        lines = [f"saving: none: {shown_name} ended at {fmt(row['final'])}, short of scratch's final {metric}, "
+                 f"{fmt(row['target'])}; {where}"]
     controls = runs_frame(load_runs(controls_root)[0]) if controls_root.is_dir() else None
     checks = regime.check_task(frame, task, scale, controls)
     failed = [c.name for c in checks if c.status == "FAIL"]
