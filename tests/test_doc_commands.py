@@ -33,3 +33,18 @@ def test_the_documents_give_commands_to_check():
     """The patterns above match the documents' commands (an empty match would pass every document)."""
     found = {name for doc in DOCS for _, name in commands(doc)}
     assert {"bench/device_call.sh", "bench.sweeps", "bench/perf/budgets.py", "analysis"} <= found, found
+
+
+LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
+
+
+def test_every_relative_link_in_a_document_names_a_file_that_exists():
+    """A Markdown link in any document of the tree (README, REPRODUCE, the results' tables and verdicts) to a path of
+    the repository: a link to a result not yet generated reads as a finding that is not there."""
+    docs = [p for p in ROOT.rglob("*.md")
+            if not any(part.startswith(".") or part in ("node_modules", "runs") for part in p.relative_to(ROOT).parts)]
+    links = [(doc, target) for doc in docs for target in LINK.findall(doc.read_text())
+             if not target.startswith(("http:", "https:", "mailto:"))]
+    assert len(links) > 50, "the link pattern matches the documents' links"
+    broken = sorted(f"{doc.relative_to(ROOT)}: {target}" for doc, target in links if not (doc.parent / target).exists())
+    assert not broken, broken
