@@ -84,7 +84,8 @@ def tasks(root: Path = ROOT) -> tuple[tuple[str, ...], dict[str, tuple[str, dict
     registry = ast.parse((root / "tasks" / "registry.py").read_text())
     pairs = _literal(_assigned(registry, "PAIRS"), {"_pair": lambda layers, hidden, heads, **kw: dict(
         layers=layers, hidden=hidden, heads=heads, **kw)})
-    return SCALES, {name: (family, {**sizes, **{s: sizes[of] for s, of in PAIRS_OF.items()}})
+    # a scale of PAIRS_OF trains the other scale's pair unless the pair gives its own sizes there
+    return SCALES, {name: (family, {**{s: sizes[of] for s, of in PAIRS_OF.items()}, **sizes})
                     for name, (family, sizes, _notes) in pairs.items()}
 
 

@@ -3,12 +3,15 @@ can measure growth (tasks/registry.py regime_of); run.py and the sweeps run it w
 import pytest
 
 from tasks import PAIRS, get_task, make_task
-from tasks.registry import REGIME_EVAL_IMAGES, REGIME_STEPS
+from tasks.registry import REGIME_EVAL_IMAGES, REGIME_STEPS, _pair_task
 
 
 @pytest.mark.parametrize("name", sorted(PAIRS))
 def test_the_regime_pair_is_minis_pair_trained_longer(name):
-    mini, regime = get_task(name, "mini"), get_task(name, "regime")
+    """Mini's recipe trained longer, on mini's pair or, where the registry gives one, the pair's own regime sizes."""
+    sizes = PAIRS[name][1]
+    mini = get_task(name, "mini") if "regime" not in sizes else _pair_task(name, "mini", sizes["regime"])
+    regime = get_task(name, "regime")
     kind = "image" if mini.family in ("vit", "cait") else "text"
     factor = REGIME_STEPS[kind]
     assert (regime.small, regime.large, regime.data, regime.scale) == (mini.small, mini.large, mini.data, "regime")
@@ -21,6 +24,19 @@ def test_the_regime_pair_is_minis_pair_trained_longer(name):
     defaults, mini_defaults = dict(regime.method_defaults), dict(mini.method_defaults)
     assert defaults["fit_steps"] == mini_defaults["fit_steps"]           # LiGO's fit: a smaller share of a longer run
     assert defaults["ramp_steps"] == factor * mini_defaults["ramp_steps"]  # MSG's ramp keeps its share
+
+
+def test_a_pairs_own_regime_sizes_keep_its_shape_ratios():
+    """DeiT-S->B in the regime is half mini's widths: width x2 and head_dim kept between its two models, as at mini
+    and at paper scale; every other pair trains mini's models."""
+    own = {name for name, (_, sizes, _) in PAIRS.items() if "regime" in sizes}
+    assert own == {"deit_s_b"}
+    for name in own:
+        regime, mini = get_task(name, "regime"), get_task(name, "mini")
+        for task in (regime, mini):
+            assert task.large.hidden == 2 * task.small.hidden and task.large.layers == task.small.layers
+            assert task.large.head_dim == task.small.head_dim
+        assert regime.large.hidden < mini.large.hidden and regime.recipe.lr == mini.recipe.lr
 
 
 def test_a_custom_pair_at_the_regime_scale_is_its_mini_pair_trained_longer():
