@@ -167,7 +167,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     ap.add_argument("--out", type=Path, help="the probe's folder (its runs, then its table)")
     ap.add_argument("--table", nargs="+", type=Path, metavar="PROBE", help="tabulate these probe folders only")
-    ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON here, and the table beside it (.md)")
     args = ap.parse_args(argv)
     with refused_as_one_line():
         if args.table is None and (args.task is None or args.out is None):
@@ -186,9 +186,10 @@ def main(argv=None) -> int:
         keep_small_records(args.out)
     rows = [r for folder in (args.table or [args.out]) for r in probe_rows(folder)]
     print(table(rows))
-    if args.json is not None:
+    if args.json is not None:        # and the table beside it as Markdown (REPRODUCE.md links that)
         from bench.result_file import write_result
         write_result(str(args.json), {"rows": rows, "table": table(rows)})
+        args.json.with_suffix(".md").write_text(table(rows) + "\n")
     return 0
 
 
