@@ -19,7 +19,10 @@ def test_the_committed_probe_table_recomputes_from_its_records():
     for row in again:       # the regime verdict is every check, the control's included
         checks = [v for k, v in row.items() if k.startswith("check_")]
         assert row["passes"] == all(v is True for v in checks)
-        assert row["check_control"] == (row["control_best"] > row["scratch_final"])      # text: lower is better
+        short = (row["control_best"] < row["scratch_final"] if row["metric"] == "acc"     # images: accuracy
+                 else row["control_best"] > row["scratch_final"])                       # text: loss
+        assert row["check_control"] == short
+    assert {row["metric"] for row in again} == {"acc", "loss"}      # both kinds of probe are committed
 
 
 @pytest.mark.parametrize("argv, said", [([], "give a task and --out"),
