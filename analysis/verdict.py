@@ -322,6 +322,8 @@ PAPER_RESULTS: tuple[PaperResult, ...] = (
                 Learns(), "LiGO's learning"),
     PaperResult("§3.2 (learning)", "GPT2-Base→Medium", "gpt2_base_medium", "the fit learns the operator",
                 Learns(), "LiGO's learning"),
+    PaperResult("§3.2 (learning)", "DeiT-S→B", "deit_s_b", "the fit learns the operator",
+                Learns(), "LiGO's learning"),
 )
 
 

@@ -160,7 +160,8 @@ def start_causes_entries(task: str) -> list[Entry]:
 LONG_FIT = 5
 
 
-def learning_entries(scale: str, tasks=("bert_small_base", "roberta_small_base", "gpt2_base_medium")) -> list[Entry]:
+def learning_entries(scale: str, tasks=("bert_small_base", "roberta_small_base", "gpt2_base_medium", "deit_s_b")
+                     ) -> list[Entry]:
     from methods.ligo import LigoConfig
     from tasks.registry import get_task     # (imports torch: only when this sweep is planned)
     out = []
@@ -234,7 +235,8 @@ SWEEPS: dict[str, Sweep] = {s.name: s for s in [
           "--set small_recipe.steps=6400): LiGO's start taken apart, copying starts with their copies perturbed",
           lambda scale: start_causes_entries("bert_small_base")),
     Sweep("learning", "whether LiGO's learning adds to its initialisation (no fit, the authors' fit, a fit "
-          "whose lr moves the operator, a 5x longer one) on BERT-Small->Base, RoBERTa-Small->Base, GPT2-Base->Medium",
+          "whose lr moves the operator, a 5x longer one) on BERT-Small->Base, RoBERTa-Small->Base, GPT2-Base->Medium "
+          "and DeiT-S->B",
           learning_entries),
     Sweep("lemon", "not in the paper: LEMON's ViT claim (56.7% saved with its faster-decaying schedule) on the "
           "DeiT pair, with the task's schedule and with 43.3% of its steps", lemon_entries),
