@@ -27,6 +27,11 @@ def _device(run) -> str:
     return str(env.get("device") or "?")
 
 
+def _shown(path: Path, repo: Path) -> Path:
+    """`path` as the lines name it: relative to the repository where it lies inside it."""
+    return path.relative_to(repo) if path.is_relative_to(repo) else path
+
+
 def reference_lines(run_dir: Path, repo: Path | None = None) -> list[str]:
     """The lines run.py prints after the run in `run_dir`: its saving against the committed scratch run of its task,
     scale and seed, and that task's regime verdict; or one line saying why there is none. Nothing for a scratch run,
@@ -42,11 +47,11 @@ def reference_lines(run_dir: Path, repo: Path | None = None) -> list[str]:
     from analysis.savings import seed_savings
     from analysis.tables import display
     task, scale, role, label, seed = identity(run)
-    if role != "large" or run.config["method"]["name"] == "scratch" or not trained(run) or scale not in CANONICAL:
+    if role != "large" or run.config["method"]["name"] == "scratch" or not trained(run):
         return []
     runs_root, controls_root = (repo / part for part in CANONICAL[scale])
     folder = runs_root / f"{task}-{scale}"
-    shown = folder.relative_to(repo) if folder.is_relative_to(repo) else folder
+    shown = _shown(folder, repo)
     scratch_dir = folder / f"scratch-s{seed}"
     if not (scratch_dir / "summary.json").exists():
         return [f"saving: none measured: no committed scratch run of {task} at {scale}, seed {seed} ({shown}/"
@@ -91,8 +96,8 @@ def reference_lines(run_dir: Path, repo: Path | None = None) -> list[str]:
                      + (f" (no record for: {'; '.join(missing)})" if missing else "")
                      + ". At this budget the saving does not measure what growth is worth (REPRODUCE.md, 'The regime')")
     elif missing:
-        lines.append(f"regime: not established: no record for {'; '.join(missing)} "
-                     f"({shown}, {controls_root.relative_to(repo) if controls_root.is_relative_to(repo) else controls_root})")
+        lines.append(f"regime: not established: no record for {'; '.join(missing)} ({shown}, "
+                     f"{_shown(controls_root, repo)})")
     else:
         lines.append(f"regime: PASS, all {len(checks)} checks over the committed seeds ({shown} and its controls): "
                      f"the saving measures growth")

@@ -152,8 +152,9 @@ REGIME_EVAL_IMAGES = 10_000
 
 
 def regime_of(task: Task) -> Task:
-    """A mini task (mini's pair or the pair's regime sizes) at the regime scale: both recipes' steps times REGIME_STEPS, vision evaluated on every test image,
-    and the step-count method defaults (MSG's ramp) stretched with the run, so that they keep their share of it."""
+    """A mini task (mini's pair or the pair's regime sizes) at the regime scale: both recipes' steps times
+    REGIME_STEPS, vision evaluated on every test image, and the step-count method defaults (MSG's ramp) stretched with
+    the run, so that they keep their share of it."""
     kind = "image" if get_family(task.family).objective == "image" else "text"
     factor = REGIME_STEPS[kind]
     recipe = task.recipe.with_(steps=task.recipe.steps * factor)

@@ -185,11 +185,12 @@ def main(argv=None) -> int:
         train(args.task, args.scale, args.settings, args.seeds, args.out)
         keep_small_records(args.out)
     rows = [r for folder in (args.table or [args.out]) for r in probe_rows(folder)]
-    print(table(rows))
+    text = table(rows)
+    print(text)
     if args.json is not None:        # and the table beside it as Markdown (REPRODUCE.md links that)
         from bench.result_file import write_result
-        write_result(str(args.json), {"rows": rows, "table": table(rows)})
-        args.json.with_suffix(".md").write_text(table(rows) + "\n")
+        write_result(str(args.json), {"rows": rows, "table": text})
+        args.json.with_suffix(".md").write_text(text + "\n")
     return 0
 
 
