@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.experiments.regime_probe import main, probe_rows
+from bench.experiments.regime_probe import main, probe_rows, table
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "bench" / "results" / "regime_probe.json"
@@ -23,6 +23,8 @@ def test_the_committed_probe_table_recomputes_from_its_records():
                  else row["control_best"] > row["scratch_final"])                       # text: loss
         assert row["check_control"] == short
     assert {row["metric"] for row in again} == {"acc", "loss"}      # both kinds of probe are committed
+    for row, line in zip(again, table(again).splitlines()[2:]):     # a row names its units: images or tokens
+        assert (" images |" in line) == (row["metric"] == "acc") and (" tokens |" in line) == (row["metric"] == "loss")
 
 
 @pytest.mark.parametrize("argv, said", [([], "give a task and --out"),

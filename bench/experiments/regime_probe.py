@@ -141,15 +141,17 @@ def probe_rows(root: Path) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     ok = {True: "PASS", False: "FAIL", None: "n/a"}
-    lines = ["| probe | pair | steps (small) | params (small / large) | tokens | tokens/param | small | control "
-             "(best) | scratch | unigram | scratch < small | tokens | control short | regime | minutes |",
+    # a vision run's units are images, a text run's tokens: the row names its own (the check column is the share)
+    lines = ["| probe | pair | steps (small) | params (small / large) | large trained on | per param | small | control "
+             "(best) | scratch | unigram | scratch < small | small's share | control short | regime | minutes |",
              "|---|---|---|---|---:|---:|---:|---:|---:|---|---|---|---|---|---:|"]
     for r in rows:
         fmt = (lambda v: f"{100 * v:.2f}%") if r["metric"] == "acc" else (lambda v: f"{v:.3f}")
         lines.append(
             f"| {r['probe']} s{r['seed']} | {r['task']} {r['small']} → {r['large']} | {r['steps']:,} "
             f"({r['small_steps']:,}) | {r['small_params'] / 1e6:.2f}M / {r['large_params'] / 1e6:.2f}M | "
-            f"{r['large_tokens'] / 1e6:.1f}M | {r['tokens_per_param']:.1f} | {fmt(r['small_final'])} | "
+            f"{r['large_tokens'] / 1e6:.1f}M {'images' if r['metric'] == 'acc' else 'tokens'} | "
+            f"{r['tokens_per_param']:.1f} | {fmt(r['small_final'])} | "
             f"{fmt(r['control_final'])} ({fmt(r['control_best'])}) | {fmt(r['scratch_final'])} | "
             f"{ok[r.get('check_unigram')]} | {ok[r['check_scratch_vs_small']]} | {ok[r['check_tokens']]} | "
             f"{ok[r['check_control']]} | {'PASS' if r['passes'] else 'FAIL'} | {r['minutes']:.0f} "
