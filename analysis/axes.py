@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.figures import color, line_styles, plt, save
+from analysis.figures import plt, save
+from analysis.styles import color, line_styles
 from analysis.identical import merge
 from analysis.load import identity
 from analysis.savings import target_metric

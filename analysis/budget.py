@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from analysis import figures, names, regime  # noqa: E402
+from analysis import figures, names, regime, styles  # noqa: E402
 from analysis.__main__ import DEFAULT_FORMATS, OneLineArgumentParser, check_args, staged  # noqa: E402
 from analysis.frames import curves_frame, runs_frame  # noqa: E402
 from analysis.load import identity, load_runs  # noqa: E402
@@ -257,7 +257,7 @@ def figure(points: list[Point], seeds: pd.DataFrame, summary: pd.DataFrame, task
         # a small sideways shift per label (a fraction of an octave) so that seeds of methods at one budget don't hide
         # each other; the tick marks the budget itself
         shift = 2 ** (0.4 * ((i + 0.5) / len(labels) - 0.5))
-        color = "black" if label == CONTROL else figures.color(label)
+        color = "black" if label == CONTROL else styles.color(label)
         style = dict(ls="--", marker="s", mfc="white") if label == CONTROL else dict(ls="-", marker="o")
         xs, means = [], []
         for p in points:

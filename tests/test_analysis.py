@@ -732,7 +732,7 @@ def test_a_variant_keeps_its_look_whatever_other_runs_an_analysis_holds():
     """A variant's line style and marker come from its own name: adding a run (another variant, another method)
     must not restyle the others (they were numbered over the labels present), the same variant of two methods
     looks alike, and one method's variants stay distinct up to the 28 looks there are."""
-    from analysis.figures import METHOD_STYLE, line_styles
+    from analysis.styles import METHOD_STYLE, line_styles
     few = line_styles(["ligo", "ligo-warmup0", "stackbert-paper_lr"])
     more = line_styles(["ligo", "ligo-warmup0", "stackbert-paper_lr", "ligo-fit10", "ligo-copies", "bert2bert-staged",
                         "ki"])

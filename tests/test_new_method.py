@@ -69,7 +69,7 @@ def test_a_record_s_display_wins_over_the_fallback(tmp_path, monkeypatch):
     from records import SCRATCH, write_run
 
     from analysis import load_runs
-    from analysis.figures import color
+    from analysis.styles import color
     from analysis.tables import display, label_key
     monkeypatch.setattr(names, "LEARNED", {})
     shows(write_run(tmp_path, "nan_shown", SCRATCH), {"name": "Shown", "color": "olivedrab", "order": 4.5})
