@@ -30,7 +30,6 @@ import pandas as pd  # noqa: E402
 
 from analysis.frames import one_machine  # noqa: E402
 from analysis.identical import merge  # noqa: E402
-from analysis.names import COLORS, OTHER_COLORS  # noqa: E402,F401  (the fallback for records made before)
 from analysis.savings import mean_curve, scratch_target, target_metric  # noqa: E402
 from analysis.styles import METHOD_STYLE, color, line_styles  # noqa: E402
 from analysis.tables import display, is_variant, label_key  # noqa: E402

@@ -174,7 +174,7 @@ def test_the_host_against_sent_comparison_alternates_which_goes_first_over_whole
     (Mixup/CutMix mixes pairs), and the ratio is the host's time over the sent one's."""
     import time
 
-    from bench.perf.pipeline import SENT_BATCH, SENT_ROUNDS, host_against_sent
+    from bench.perf.image_stages import SENT_BATCH, SENT_ROUNDS, host_against_sent
     calls = []
 
     class Fake:
