@@ -16,25 +16,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import shutil
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from analysis import axes, figures, regime, tables, verdict
 from analysis.frames import curves_frame, runs_frame
 from analysis.load import load_runs
+from analysis.output import MANIFEST, STAGING, staged
 from analysis.savings import all_savings, summarize
-from runs.record import enclosing_record, process_alive
-from runs.signals import signals_held, stop_signals_as_interrupt, stop_status, stopped_by
+from runs.record import enclosing_record
+from runs.signals import stop_signals_as_interrupt, stop_status, stopped_by
 
 # the paper's tables: name -> (task, builder, caption). Table 4 (model configurations) is the task registry
 # itself (tests check it). Table 6 is written only where runs carry AdapterFusion scores (eval.json "adapters").
 DEFAULT_FORMATS = ["png", "pdf"]
 REPRODUCE = Path(__file__).resolve().parents[1] / "REPRODUCE.md"   # where the verdict's reasons are
-MANIFEST = ".written"       # the files the last analysis into an --out wrote (staged: a re-analysis drops them)
 PAPER_TABLES = {
     "table1": ("bert_small_base", "savings", "Table 1: BERT-Small→BERT-Base, savings and downstream scores"),
     "table2": ("deit_s_b", "savings", "Table 2: DeiT-S→DeiT-B, savings and accuracy"),
@@ -106,112 +103,6 @@ def targets(seeds, task: str, scale: str) -> str:
     """'s0 4.012, s1 4.031': each scratch seed's final value, the target of the method seed of the same seed."""
     t = seeds[(seeds["task"] == task) & (seeds["scale"] == scale) & seeds["paired"]]
     return ", ".join(f"s{s} {v:.4g}" for s, v in t.groupby("seed")["target"].first().items())
-
-
-# the folders an analysis writes into before its output becomes --out, and the old output on its way out:
-# .<out name>.analysis-<pid>.tmp / .<out name>.old-<pid>.tmp beside --out (.analysis-<pid>.tmp inside it, see staged)
-STAGING = re.compile(r"^\.(?:(?P<name>.+)\.)?(?P<kind>analysis|old)-(?P<pid>\d+)\.tmp$")
-
-
-def remove_stale_staging(folder: Path, name: str | None) -> None:
-    """Delete the staging folders of analyses into `name` (None: inside --out) that were killed (SIGKILL, power cut):
-    they hold only what that analysis wrote."""
-    if not folder.is_dir():
-        return
-    for entry in folder.iterdir():
-        m = STAGING.match(entry.name)
-        if m and m.group("name") == name and entry.is_dir() and not process_alive(int(m.group("pid"))):
-            shutil.rmtree(entry, ignore_errors=True)
-
-
-def listed(out: Path) -> set[str]:
-    """The files the previous analysis into `out` wrote (its MANIFEST), empty if none."""
-    manifest = out / MANIFEST
-    return set(manifest.read_text().splitlines()) if manifest.is_file() else set()
-
-
-@contextmanager
-def staged(out: Path):
-    """`with staged(out) as (staging, publish):` write everything into `staging`, then `publish(written)` makes it
-    --out and returns how many files of the previous analysis are gone (stale: a table of runs since removed).
-
-    An analysis killed, interrupted or out of disk must not leave a half-written --out, which the next analysis
-    refuses (files but no MANIFEST list), nor new tables beside old figures on a re-analysis. So the output is
-    written into a new folder beside --out and swapped in by renames (with Ctrl-C and SIGTERM held for their
-    microseconds): the old output renamed away, the new one renamed to --out, the old one deleted. A user's own
-    files in the old --out (not in its MANIFEST) are moved into the new one first; only the previous analysis's files
-    are dropped. Where --out cannot be renamed away (it holds the current directory, or its parent is not writable)
-    the folder is inside --out and its files are moved up one by one. On failure the staging folder (and any folder
-    made for it) is removed: --out is as it was."""
-    out = Path(out)
-    real = out.resolve() if out.is_symlink() else out.absolute()
-    cwd = Path.cwd().resolve()
-    beside = not (cwd == real.resolve() or real.resolve() in cwd.parents)
-    made = []
-    d = real.parent if beside else real
-    while not d.exists():
-        made.append(d)
-        d = d.parent
-    beside = beside and os.access(d if made else real.parent, os.W_OK | os.X_OK)
-    for folder in reversed(made):
-        folder.mkdir()
-    if not beside and not real.exists():
-        real.mkdir()
-        made.insert(0, real)
-    remove_stale_staging(real.parent if beside else real, real.name if beside else None)
-    pid = os.getpid()
-    staging = real.parent / f".{real.name}.analysis-{pid}.tmp" if beside else real / f".analysis-{pid}.tmp"
-    staging.mkdir()
-    done = []
-
-    def publish(written: list[Path]) -> int:
-        before, now = listed(real), {p.name for p in written}
-        (staging / MANIFEST).write_text("".join(f"{name}\n" for name in sorted(now)))
-        with signals_held():
-            if beside and real.exists():
-                for entry in real.iterdir():      # the user's own files go along with the new output
-                    if entry.name not in before | {MANIFEST} and not (staging / entry.name).exists():
-                        os.rename(entry, staging / entry.name)
-                old = real.parent / f".{real.name}.old-{pid}.tmp"
-                os.rename(real, old)
-                try:
-                    os.rename(staging, real)
-                except OSError:
-                    os.rename(old, real)          # the old output back, whole (the user's files are in staging)
-                    for entry in staging.iterdir():
-                        if entry.name not in now | {MANIFEST}:
-                            os.rename(entry, real / entry.name)
-                    raise
-            elif beside:
-                os.rename(staging, real)
-            else:
-                for name in sorted(now) + [MANIFEST]:
-                    os.replace(staging / name, real / name)
-                for name in before - now:
-                    (real / name).unlink(missing_ok=True)
-        done.append(True)
-        if beside and (real.parent / f".{real.name}.old-{pid}.tmp").exists():
-            shutil.rmtree(real.parent / f".{real.name}.old-{pid}.tmp")
-        if not beside:
-            shutil.rmtree(staging, ignore_errors=True)
-        return len(before - now)
-
-    try:
-        yield staging, publish
-    except OSError as e:        # name the file as the user knows it: under --out, not the staging folder
-        if e.filename and Path(e.filename).is_relative_to(staging) and e.errno is not None:
-            raise OSError(e.errno, e.strerror, str(out / Path(e.filename).relative_to(staging))) from None
-        raise
-    finally:
-        if not done:
-            shutil.rmtree(staging, ignore_errors=True)
-            for folder in made:                 # deepest first
-                try:
-                    folder.rmdir()
-                except OSError:
-                    break
-
-
 
 
 def command_line(args) -> str:

@@ -33,7 +33,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from analysis import figures, names, regime, styles  # noqa: E402
-from analysis.__main__ import DEFAULT_FORMATS, OneLineArgumentParser, check_args, staged  # noqa: E402
+from analysis.__main__ import DEFAULT_FORMATS, OneLineArgumentParser, check_args  # noqa: E402
+from analysis.output import staged  # noqa: E402
 from analysis.frames import curves_frame, runs_frame  # noqa: E402
 from analysis.load import identity, load_runs  # noqa: E402
 from analysis.savings import seed_savings, summarize  # noqa: E402

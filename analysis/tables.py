@@ -23,7 +23,6 @@ import pandas as pd
 
 from analysis import names
 from analysis.identical import merge
-from analysis.names import DISPLAY, ORDER  # noqa: F401  (the fallback for records made before methods declared them)
 from analysis.savings import MACHINE_SPEED_TOLERANCE
 
 GLUE_ORDER = ["SST-2", "MNLI", "MNLI-mm", "MRPC", "CoLA", "QNLI", "QQP", "STS-B", "RTE", "WNLI"]
