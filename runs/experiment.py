@@ -42,7 +42,8 @@ from runs.record import (CONFIG, METRICS, SUMMARY, RunWriter, atomic_path, read_
 from runs.small_model import describe_small, resolve_small, small_identity
 from runs.strategies import Strategies, apply_strategies
 from runs.tracking import parse_report_to
-from runs.trainer import CHECKPOINT, evaluate, full_model, load_checkpoint, train, width_twins
+from runs.checkpoint import CHECKPOINT, load_checkpoint
+from runs.trainer import evaluate, full_model, train, width_twins
 from tasks.grown_recipes import SAME as SAME_RECIPE
 from tasks.grown_recipes import describe as describe_grown_recipe
 
