@@ -27,6 +27,22 @@ def test_the_committed_probe_table_recomputes_from_its_records():
         assert (" images |" in line) == (row["metric"] == "acc") and (" tokens |" in line) == (row["metric"] == "loss")
 
 
+def test_a_committed_probe_tabulates_without_the_cache_it_was_trained_from(tmp_path):
+    """A probe folder reads its own copy of the small model's record: on a fresh clone the cache entry its control
+    names (an absolute path of the machine that trained it) does not exist."""
+    import shutil
+    committed = ROOT / "records" / "probes" / "deit-32-64-4x"
+    probe = tmp_path / committed.name
+    shutil.copytree(committed, probe)
+    for config_file in probe.glob("controls/*/direct_copy-s*/config.json"):
+        config = json.loads(config_file.read_text())
+        config["small"]["path"] = str(tmp_path / "gone" / "cache" / Path(config["small"]["path"]).name)
+        config_file.write_text(json.dumps(config))
+    rows = probe_rows(probe)
+    assert [r["seed"] for r in rows] == [0, 1]
+    assert rows == [r for r in json.loads(RESULT.read_text())["rows"] if r["probe"] == committed.name]
+
+
 @pytest.mark.parametrize("argv, said", [([], "give a task and --out"),
                                         (["--table", "records"], "not a probe folder"),
                                         (["bert_small_base", "--out", "{tmp}/p", "--set", "fit_steps=3"],

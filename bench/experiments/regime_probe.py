@@ -42,9 +42,10 @@ def train(task: str, scale: str, settings: list[str], seeds: list[int], out: Pat
 
 def small_record(config: dict) -> Path:
     """The small model's pretraining record a run grew from: its cache entry (`small.path`), or the folder above an
-    exported model given with --small."""
+    exported model given with --small; the path as recorded where neither holds a record (the cache of another
+    checkout: its name is what a probe folder keeps the copy under)."""
     path = Path(config["small"]["path"])
-    return path if (path / SUMMARY).exists() else path.parent
+    return path.parent if not (path / SUMMARY).exists() and (path.parent / SUMMARY).exists() else path
 
 
 def keep_small_records(out: Path) -> None:
@@ -101,8 +102,8 @@ def probe_rows(root: Path) -> list[dict]:
         name = task["name"].removesuffix("_smallcont")
         scratch_dir = next(iter(sorted((root / RUNS).glob(f"{name}-*/scratch-s{seed}"))), None)
         small_dir = small_record(control.config)
-        if not (small_dir / SUMMARY).exists():                      # a committed probe: its own copy
-            small_dir = root / SMALL / small_dir.name
+        if (root / SMALL / small_dir.name / SUMMARY).exists():      # the probe's own copy first: the cache may be gone
+            small_dir = root / SMALL / small_dir.name               # (a fresh clone) or hold a later pretraining
         if scratch_dir is None or not (scratch_dir / SUMMARY).exists() or not (small_dir / SUMMARY).exists():
             continue
         scratch, small = load_run(scratch_dir), load_run(small_dir)
