@@ -34,9 +34,9 @@ from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from analysis import figures, names, regime, styles  # noqa: E402
 from analysis.__main__ import DEFAULT_FORMATS, OneLineArgumentParser, check_args  # noqa: E402
-from analysis.output import staged  # noqa: E402
 from analysis.frames import curves_frame, runs_frame  # noqa: E402
 from analysis.load import identity, load_runs  # noqa: E402
+from analysis.output import staged  # noqa: E402
 from analysis.savings import seed_savings, summarize  # noqa: E402
 from analysis.tables import display, is_variant, label_key, pct, saving_cell  # noqa: E402
 from runs.signals import stop_signals_as_interrupt, stop_status, stopped_by  # noqa: E402

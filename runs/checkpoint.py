@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from runs import distributed
 from runs.ledger import FlopsLedger
-from runs.record import save_atomic
+from runs.record import CHECKPOINT_FILE, CONFIG, read_json, run_identity, save_atomic
 
-CHECKPOINT = "checkpoint.pt"
+CHECKPOINT = CHECKPOINT_FILE      # the file's name, one definition (runs/record.py: torch-free readers need it)
 
 
 @dataclass
@@ -41,9 +42,6 @@ def save_checkpoint(path, model, optimizer, scheduler, state: TrainState, ledger
     model_state, optimizer_state = distributed.full_state(model, optimizer)
     if not distributed.is_main():
         return
-    from pathlib import Path     # here, not at the top: the module's imports are the training loop's
-
-    from runs.record import CONFIG, read_json, run_identity
     config = Path(path).parent / CONFIG
     identity = run_identity(read_json(config)) if config.exists() else None
     save_atomic({"model": model_state, "optimizer": optimizer_state,     # per-process temporary, fsync, rename

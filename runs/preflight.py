@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runs.lock import LOCK
-from runs.record import (CONFIG, METRICS, SUMMARY, RunExistsError, comparable_method, comparable_task,
-                         differing_keys, is_leftover, is_run_config, jsonable, read_json, read_metrics, run_identity)
+from runs.record import (CHECKPOINT_FILE as CHECKPOINT, CONFIG, METRICS, SUMMARY, RunExistsError, comparable_method,
+                         comparable_task, differing_keys, is_leftover, is_run_config, jsonable, read_json, read_metrics,
+                         run_identity)
 from runs.sizes import check_sizes
 from tasks.rules import SEED_LIMIT
 
 if TYPE_CHECKING:
     from methods.base import GrowthMethod
 
-CHECKPOINT = "checkpoint.pt"     # runs/trainer.py's (not imported from there: this module stays torch-free)
 
 
 class CannotResume(ValueError):

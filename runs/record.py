@@ -207,7 +207,7 @@ def enclosing_record(path: Path) -> Path | None:
     return next((f for f in (path, *path.parents) if (f / CONFIG).is_file() and (f / METRICS).is_file()), None)
 
 
-CHECKPOINT_FILE, MODEL_DIR = "checkpoint.pt", "model"     # runs/trainer.py's CHECKPOINT; the exported model
+CHECKPOINT_FILE, MODEL_DIR = "checkpoint.pt", "model"     # runs/checkpoint.py's file; the exported model
 # what methods.base.GrowthMethod.artifacts() of the shipped methods and strategies save beside the record (LiGO's
 # operator and fit curve, a growth report, staged training's report): tests/test_faults.py checks the list is whole
 ARTIFACTS = ("growth.json", "ligo_fit.json", "ligo_operator.pt", "staged.json")

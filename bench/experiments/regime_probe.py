@@ -16,7 +16,6 @@ the three runs took (evaluation excluded), with the device and threads they ran 
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
