@@ -23,9 +23,8 @@ from pathlib import Path
 from analysis import axes, figures, regime, tables, verdict
 from analysis.frames import curves_frame, runs_frame
 from analysis.load import load_runs
-from analysis.output import MANIFEST, STAGING, staged
+from analysis.output import out_problem, staged
 from analysis.savings import all_savings, summarize
-from runs.record import enclosing_record
 from runs.signals import stop_signals_as_interrupt, stop_status, stopped_by
 
 # the paper's tables: name -> (task, builder, caption). Table 4 (model configurations) is the task registry
@@ -120,7 +119,7 @@ def check_args(args) -> str | None:
     """Why these arguments cannot work (one line), or None: checked before a file is written, so a typo in
     --formats does not come after twenty files. --out must be new, empty, or an earlier analysis's output (it
     holds the .written list): another folder's files (a user's report.md) would be overwritten, and a run
-    record would be mixed with tables."""
+    record would be mixed with tables (analysis/output.py out_problem)."""
     for flag, name in (("--runs", "runs"), ("--out", "out")):
         if getattr(args, name) == "":                  # Path("") would be "." silently
             return f"{flag}: an empty path; give a directory (. for this one)"
@@ -135,20 +134,7 @@ def check_args(args) -> str | None:
     for fmt in args.formats:
         if fmt not in known:
             return f"--formats {fmt}: not a figure format matplotlib writes; known: {', '.join(known)}"
-    existing = args.out.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"--out {args.out}: {'it' if existing == args.out.absolute() else existing} is a file, not a directory"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"--out {args.out}: cannot write in {existing}"
-    if (record := enclosing_record(existing)) is not None:
-        return f"--out {args.out}: inside the run record {record}; give a folder outside any run"
-    out = args.out.absolute()
-    if out.is_dir() and not (out / MANIFEST).exists() and any(not STAGING.match(p.name) for p in out.iterdir()):
-        return (f"--out {args.out}: holds files that no earlier analysis wrote (no {MANIFEST} list), which this one "
-                "could overwrite; give a new or empty folder, or one an analysis wrote")
-    return None
+    return out_problem(args.out)
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):

@@ -9,7 +9,7 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
-from runs.record import process_alive
+from runs.record import enclosing_record, process_alive
 from runs.signals import signals_held
 
 MANIFEST = ".written"       # the files the last analysis into an --out wrote (staged: a re-analysis drops them)
@@ -17,6 +17,26 @@ MANIFEST = ".written"       # the files the last analysis into an --out wrote (s
 # the folders an analysis writes into before its output becomes --out, and the old output on its way out:
 # .<out name>.analysis-<pid>.tmp / .<out name>.old-<pid>.tmp beside --out (.analysis-<pid>.tmp inside it, see staged)
 STAGING = re.compile(r"^\.(?:(?P<name>.+)\.)?(?P<kind>analysis|old)-(?P<pid>\d+)\.tmp$")
+
+
+def out_problem(out: Path) -> str | None:
+    """Why an analysis cannot write into `out` (one line), or None. It must be new, empty, or an earlier analysis's
+    output (it holds the MANIFEST list): another folder's files (a user's report.md) would be overwritten, and a run
+    record would be mixed with tables."""
+    existing = out.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"--out {out}: {'it' if existing == out.absolute() else existing} is a file, not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"--out {out}: cannot write in {existing}"
+    if (record := enclosing_record(existing)) is not None:
+        return f"--out {out}: inside the run record {record}; give a folder outside any run"
+    folder = out.absolute()
+    if folder.is_dir() and not (folder / MANIFEST).exists() and any(not STAGING.match(p.name) for p in folder.iterdir()):
+        return (f"--out {out}: holds files that no earlier analysis wrote (no {MANIFEST} list), which this one "
+                "could overwrite; give a new or empty folder, or one an analysis wrote")
+    return None
 
 
 def remove_stale_staging(folder: Path, name: str | None) -> None:
