@@ -78,6 +78,17 @@ def test_another_computation_gives_no_number_and_names_what_differs(repo, tmp_pa
     assert "trained another task" in line and "recipe.steps" in line and "%" not in line
 
 
+def test_method_defaults_are_not_the_computation(repo):
+    """A committed scratch run whose task record differs from the run's only in the per-scale method defaults (a
+    step-count default stretched with another budget) is the same computation: the line gives the number."""
+    folder = repo / "records/mini/bert_small_base-mini"
+    config = json.loads((folder / "scratch-s0/config.json").read_text())
+    config["task"]["method_defaults"] = [["fit_steps", 20], ["ramp_steps", 80]]
+    (folder / "scratch-s0/config.json").write_text(json.dumps(config))
+    assert f"with {100 * analysis_saving(folder, 'ligo', 0):.1f}% fewer FLOPs" in reference_lines(folder / "ligo-s0",
+                                                                                                    repo=repo)[0]
+
+
 def test_another_device_is_said(repo):
     folder = repo / "records/mini/bert_small_base-mini"
     config = json.loads((folder / "ligo-s0/config.json").read_text())
