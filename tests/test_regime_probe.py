@@ -54,3 +54,28 @@ def test_bad_input_is_one_line_and_trains_nothing(argv, said, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert said in err and len(err.splitlines()) == 1
     assert not (tmp_path / "p").exists()
+
+
+def own_regime_pairs() -> list[str]:
+    """The pairs whose regime the registry sets apart from mini's pair at the common budget (PAIRS' "regime" sizes,
+    PAIR_REGIME_STEPS): each is a choice made from a probe, so a probe must back it."""
+    from tasks import PAIRS
+    from tasks.registry import PAIR_REGIME_STEPS
+    return sorted({name for name, (_, sizes, _) in PAIRS.items() if "regime" in sizes} | set(PAIR_REGIME_STEPS))
+
+
+@pytest.mark.parametrize("name", own_regime_pairs())
+def test_a_pairs_own_regime_is_one_a_committed_probe_passes_at_seeds_0_and_1(name):
+    """`get_task(name, "regime")` trains exactly what a committed probe trained (the task record, method defaults
+    aside: runs/record.py comparable_task), and that probe passes every regime check, the control's included, at
+    seeds 0 and 1: a registry edit that moves the regime off its evidence fails here."""
+    from runs.record import comparable_task, read_json
+    from tasks import get_task
+    same = lambda record: json.loads(json.dumps(comparable_task(record)))       # noqa: E731  (tuples as lists)
+    want = same(get_task(name, "regime").to_dict())
+    backing = {folder for folder in (ROOT / "records" / "probes").iterdir()
+               if any(same(read_json(c)["task"]) == want for c in folder.glob("runs/*/scratch-s*/config.json"))}
+    assert backing, f"no committed probe trained {name}'s regime task"
+    rows = [r for folder in sorted(backing) for r in probe_rows(folder)]
+    assert {r["seed"] for r in rows} >= {0, 1}
+    assert all(r["passes"] for r in rows), [(r["probe"], r["seed"]) for r in rows if not r["passes"]]

@@ -3,17 +3,18 @@ can measure growth (tasks/registry.py regime_of); run.py and the sweeps run it w
 import pytest
 
 from tasks import PAIRS, get_task, make_task
-from tasks.registry import REGIME_EVAL_IMAGES, REGIME_STEPS, _pair_task
+from tasks.registry import PAIR_REGIME_STEPS, REGIME_EVAL_IMAGES, REGIME_STEPS, _pair_task
 
 
 @pytest.mark.parametrize("name", sorted(PAIRS))
 def test_the_regime_pair_is_minis_pair_trained_longer(name):
-    """Mini's recipe trained longer, on mini's pair or, where the registry gives one, the pair's own regime sizes."""
+    """Mini's recipe trained longer (the kind's factor, or the pair's own: PAIR_REGIME_STEPS), on mini's pair or, where
+    the registry gives one, the pair's own regime sizes."""
     sizes = PAIRS[name][1]
     mini = get_task(name, "mini") if "regime" not in sizes else _pair_task(name, "mini", sizes["regime"])
     regime = get_task(name, "regime")
     kind = "image" if mini.family in ("vit", "cait") else "text"
-    factor = REGIME_STEPS[kind]
+    factor = PAIR_REGIME_STEPS.get(name, REGIME_STEPS[kind])
     assert (regime.small, regime.large, regime.data, regime.scale) == (mini.small, mini.large, mini.data, "regime")
     assert regime.recipe.steps == factor * mini.recipe.steps
     assert regime.small_recipe.steps == factor * mini.small_recipe.steps      # the small model pretrained as long
@@ -27,15 +28,17 @@ def test_the_regime_pair_is_minis_pair_trained_longer(name):
 
 
 def test_a_pairs_own_regime_sizes_keep_its_shape_ratios():
-    """DeiT-S->B in the regime is half mini's widths: width x2 and head_dim kept between its two models, as at mini
-    and at paper scale; every other pair trains mini's models."""
+    """A pair's own regime sizes are mini's pair scaled, not reshaped: the depth and width ratios between its two models
+    and their shared head_dim stay mini's (themselves the paper's shape), at the recipe's lr; every other pair trains
+    mini's models."""
     own = {name for name, (_, sizes, _) in PAIRS.items() if "regime" in sizes}
-    assert own == {"deit_s_b"}
+    assert "deit_s_b" in own
     for name in own:
         regime, mini = get_task(name, "regime"), get_task(name, "mini")
-        for task in (regime, mini):
-            assert task.large.hidden == 2 * task.small.hidden and task.large.layers == task.small.layers
-            assert task.large.head_dim == task.small.head_dim
+        for a, b in ((regime.small, regime.large), (mini.small, mini.large)):
+            assert b.head_dim == a.head_dim
+        assert regime.large.hidden * mini.small.hidden == mini.large.hidden * regime.small.hidden
+        assert (regime.small.layers, regime.large.layers) == (mini.small.layers, mini.large.layers)
         assert regime.large.hidden < mini.large.hidden and regime.recipe.lr == mini.recipe.lr
 
 
