@@ -21,6 +21,17 @@ def test_the_measurement_is_of_the_job_as_readme_gives_it():
     assert row["command"] in (ROOT / "README.md").read_text()
 
 
+def test_the_measurement_trained_what_the_readme_job_trains_now():
+    """A registry change to the README job's task (its regime budget) makes the committed measurement another job's:
+    the measured runs' steps are the task's, the grown run's and the small model's pretraining's."""
+    from tasks import get_task
+    _, row = readme_measurement()
+    task = get_task("bert_small_base", DEFAULT_SCALE)
+    label = lambda run: "small" if run.startswith("cache/small/") else run.rsplit("/", 1)[-1].rsplit("-s", 1)[0]  # noqa: E731
+    steps = {label(r["run"]): r["steps"] for r in row["runs"]}
+    assert steps == {"ligo": task.recipe.steps, "small": task.small_recipe.steps}, steps
+
+
 def test_readme_states_the_measured_time_and_peak_memory():
     _, row = readme_measurement()
     readme = (ROOT / "README.md").read_text()
