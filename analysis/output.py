@@ -33,7 +33,8 @@ def out_problem(out: Path) -> str | None:
     if (record := enclosing_record(existing)) is not None:
         return f"--out {out}: inside the run record {record}; give a folder outside any run"
     folder = out.absolute()
-    if folder.is_dir() and not (folder / MANIFEST).exists() and any(not STAGING.match(p.name) for p in folder.iterdir()):
+    foreign = folder.is_dir() and any(not STAGING.match(p.name) for p in folder.iterdir())
+    if foreign and not (folder / MANIFEST).exists():
         return (f"--out {out}: holds files that no earlier analysis wrote (no {MANIFEST} list), which this one "
                 "could overwrite; give a new or empty folder, or one an analysis wrote")
     return None

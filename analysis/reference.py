@@ -4,17 +4,17 @@ scale and seed in its scale's canonical root (records/README.md), by the rule ev
 no-growth controls). run.py prints these lines after a run, so the README's job ends with its saving and its regime.
 
 A committed scratch run counts only where it is the same computation as the run's task: the task record equal to the
-run's (logging fields and per-scale method defaults aside: runs/record.logged_alike, comparable_task). Otherwise (a
-`--set`, a recipe changed since the record was made, another scale) the lines say which fields differ and give no
-number: a saving against another recipe's scratch would be a wrong number, not an approximate one. Where the two were trained on other devices the line says so: the
-same computation, other numerics.
+run's (logging fields and per-scale method defaults aside: runs/record.compared_task). Otherwise (a `--set`, a recipe
+changed since the record was made, another scale) the lines say which fields differ and give no number: a saving
+against another recipe's scratch would be a wrong number, not an approximate one. Where the two were trained on other
+devices the line says so: the same computation, other numerics.
 """
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from runs.record import comparable_task, differing_keys, load_run, logged_alike
+from runs.record import compared_task, differing_keys, load_run
 
 REPO = Path(__file__).resolve().parents[1]
 # scale -> (the root of its canonical comparison, the root of its no-growth controls): records/README.md's table
@@ -57,10 +57,9 @@ def reference_lines(run_dir: Path, repo: Path | None = None) -> list[str]:
         return [f"saving: none measured: no committed scratch run of {task} at {scale}, seed {seed} ({shown}/"
                 f"scratch-s{seed}; records/README.md says which runs each root holds and what is pending)"]
     scratch = load_run(scratch_dir)
-    # compared as the sweeps compare a record with the run they would make (bench/sweeps/records.py): the per-scale
-    # method defaults are not the computation (a step-count default stretched with another budget, MSG's ramp, changes
-    # no scratch run), the method's resolved config is
-    differ = differing_keys(*(logged_alike(comparable_task(r.config["task"])) for r in (scratch, run)))
+    # the per-scale method defaults are not the computation: a step-count default stretched with another budget (MSG's
+    # ramp) changes no scratch run
+    differ = differing_keys(*(compared_task(r.config["task"]) for r in (scratch, run)))
     if differ:
         return [f"saving: none measured: the committed scratch run ({shown}/scratch-s{seed}) trained another task "
                 f"than this run (differs in {', '.join(differ[:4])}{' ...' if len(differ) > 4 else ''})"]

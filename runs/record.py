@@ -74,6 +74,12 @@ def comparable_task(record: dict | None) -> dict | None:
     return None if record is None else {k: v for k, v in record.items() if k not in ("method_defaults", "grown_changes")}
 
 
+def compared_task(record: dict | None) -> dict | None:
+    """A task record as two runs' computations are compared (a sweep's record with the run it would make, a run with
+    the committed scratch run it is measured against): per-scale method defaults and logging fields aside."""
+    return logged_alike(comparable_task(record))
+
+
 def comparable_method(record: dict | None) -> dict | None:
     """A method record's settings: its name and resolved config. The rest is derived from them (a depth method's
     composition) or, in older records, an outcome of growing (the block sources a depth method's composition

@@ -27,8 +27,9 @@ def test_the_measurement_trained_what_the_readme_job_trains_now():
     from tasks import get_task
     _, row = readme_measurement()
     task = get_task("bert_small_base", DEFAULT_SCALE)
-    label = lambda run: "small" if run.startswith("cache/small/") else run.rsplit("/", 1)[-1].rsplit("-s", 1)[0]  # noqa: E731
-    steps = {label(r["run"]): r["steps"] for r in row["runs"]}
+    # a run is "<task>-<scale>/<label>-s<seed>", or the small model's "cache/small/<entry>"
+    steps = {"small" if r["run"].startswith("cache/small/") else r["run"].split("/")[-1].rsplit("-s", 1)[0]: r["steps"]
+             for r in row["runs"]}
     assert steps == {"ligo": task.recipe.steps, "small": task.small_recipe.steps}, steps
 
 

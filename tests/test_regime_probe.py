@@ -66,12 +66,12 @@ def own_regime_pairs() -> list[str]:
 
 @pytest.mark.parametrize("name", own_regime_pairs())
 def test_a_pairs_own_regime_is_one_a_committed_probe_passes_at_seeds_0_and_1(name):
-    """`get_task(name, "regime")` trains exactly what a committed probe trained (the task record, method defaults
-    aside: runs/record.py comparable_task), and that probe passes every regime check, the control's included, at
+    """`get_task(name, "regime")` trains exactly what a committed probe trained (the task record as runs are compared:
+    runs/record.py compared_task), and that probe passes every regime check, the control's included, at
     seeds 0 and 1: a registry edit that moves the regime off its evidence fails here."""
-    from runs.record import comparable_task, read_json
+    from runs.record import compared_task, jsonable, read_json
     from tasks import get_task
-    same = lambda record: json.loads(json.dumps(comparable_task(record)))       # noqa: E731  (tuples as lists)
+    same = lambda record: jsonable(compared_task(record))       # noqa: E731  (tuples as lists, as config.json has them)
     want = same(get_task(name, "regime").to_dict())
     backing = {folder for folder in (ROOT / "records" / "probes").iterdir()
                if any(same(read_json(c)["task"]) == want for c in folder.glob("runs/*/scratch-s*/config.json"))}

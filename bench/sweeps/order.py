@@ -58,11 +58,11 @@ def twin_keys(item: Item) -> dict:
     (runs.computation.computed_elsewhere)."""
     from methods.base import GrowthMethod
     from runs.computation import computation_record, read_without_small
-    from runs.record import comparable_method, comparable_task, jsonable, logged_alike
+    from runs.record import comparable_method, compared_task, jsonable
     task, method, strategies = item.built
     dump = lambda obj: json.dumps(jsonable(obj), sort_keys=True, default=str)     # noqa: E731
     active = strategies if strategies is not None and strategies.active else None
-    return {"settings": dump([logged_alike(comparable_task(task.to_dict())), comparable_method(method.describe()),
+    return {"settings": dump([compared_task(task.to_dict()), comparable_method(method.describe()),
                               active.record() if active is not None else None]),
             "computation": dump(computation_record(method, task, item.seed, strategies)),
             "without_small": dump([read_without_small(task.to_dict()), comparable_method(method.describe()),

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 # runs.record is stdlib only: importing it here costs `--list` and `--dry-run` nothing
-from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, copy_record, logged_alike, read_json
+from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, copy_record, read_json
 
 RECORD_FILES = (CONFIG, METRICS, SUMMARY, EVAL_FILE)   # eval.json: if evaluated
 
@@ -23,11 +23,11 @@ def stale_reason(path: Path, task, method, strategies) -> str | None:
     """Why the complete record in `path` is not the run this entry would make now (its task, method or strategies
     were recorded with another configuration: a recipe changed since), or None. A sweep must not count such a
     record as done: its numbers belong to another computation."""
-    from runs.record import comparable_method, comparable_task, differing_keys, jsonable
+    from runs.record import comparable_method, compared_task, differing_keys, jsonable
     recorded = read_json(path / CONFIG)
-    was = {"task": logged_alike(comparable_task(recorded.get("task"))), "method": comparable_method(recorded.get("method") or {}),
+    was = {"task": compared_task(recorded.get("task")), "method": comparable_method(recorded.get("method") or {}),
            "strategies": recorded.get("strategies")}
-    now = {"task": logged_alike(comparable_task(task.to_dict())), "method": comparable_method(method.describe()),
+    now = {"task": compared_task(task.to_dict()), "method": comparable_method(method.describe()),
            "strategies": strategies.record() if strategies is not None and strategies.active else None}
     for key, value in now.items():
         before, value = jsonable(was[key]), jsonable(value)
