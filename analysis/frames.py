@@ -22,7 +22,7 @@ import pandas as pd
 
 from analysis.load import (SEED_SUFFIX, identity, logged_spaces, recipe_difference, recipe_preset, scratch_recipes,
                            trained)
-from runs.record import EVAL_FILE, Run
+from runs.record import EVAL_FILE, Run, run_machine
 
 
 # eval.json result names -> the paper's column names; SQuAD gives two columns (the paper prints F1 / EM)
@@ -177,8 +177,7 @@ def curves_frame(runs: list[Run]) -> pd.DataFrame:
         # per run, repeated on its rows: figures merge the lines of runs that are one computation (identical.py)
         comp, twin, curve = fingerprint(r), twin_of(r), curve_digest(r)
         shapes = {f"{part}_spec": r.config["task"].get(part) for part in ("small", "large")}   # figure titles
-        env = r.config.get("environment") or {}
-        machine = f"{env.get('device_name') or env.get('device') or '?'}, {env.get('threads') or '?'} thr."
+        machine = run_machine(r.config)
         for m, full in sorted(zip(r.metrics, full_model_rows(r)), key=lambda mf: mf[0]["step"]):
             if m.get("eval_loss") is None and m.get("eval_acc") is None:
                 continue

@@ -1,6 +1,7 @@
 """The run record (DESIGN.md §6): one directory per run, written so that a crash never corrupts it.
 
-    config.json     fully resolved config + environment (written once, atomically)
+    config.json     fully resolved config + environment (written atomically at the start; each --resume adds
+                    its own start, the step it went on from and its environment, to `resumed`)
     metrics.jsonl   append-only, one JSON line per logged step, flushed whole
     summary.json    only on clean completion (its absence marks an incomplete run)
     checkpoint.pt   latest training state;  model/  the final model in its ecosystem's format
@@ -256,6 +257,47 @@ def clear_run(directory: Path) -> list[str]:
     return sorted(e.name + ("/" if e.is_dir() else "") for e in d.iterdir() if e.name != LOCK)
 
 
+# -- a run's starts: the first (config.json's own environment) and each resume, which may run elsewhere (another
+# machine, thread count or commit): a wall time is one machine's only where every start ran on it
+
+RESUMED = "resumed"       # config.json: one entry per resume, in order
+
+
+def add_start(directory: Path, config: dict) -> None:
+    """Note a resume of the record in `directory` in its config.json: the step it goes on from (the last row kept),
+    when, the command and the environment of this start. The first start's config stays as it was written."""
+    recorded = read_json(directory / CONFIG)
+    rows = read_metrics(directory / METRICS)
+    start = {"step": rows[-1]["step"] if rows else 0, "created": config.get("created"),
+             "argv": config.get("argv"), "environment": config.get("environment")}
+    recorded[RESUMED] = [*(recorded.get(RESUMED) or []), jsonable(start)]
+    write_json_atomic(directory / CONFIG, recorded)
+
+
+def starts(config: dict) -> list[dict]:
+    """Each start of a run, first to last: {"step", "environment", ...}; the first goes on from step 0."""
+    first = {"step": 0, "created": config.get("created"), "argv": config.get("argv"),
+             "environment": config.get("environment") or {}}
+    return [first, *(config.get(RESUMED) or [])]
+
+
+def machine(environment: dict | None) -> str:
+    """One start's machine as the wall-time comparisons name it: device and torch threads."""
+    env = environment or {}
+    return f"{env.get('device_name') or env.get('device') or '?'}, {env.get('threads') or '?'} thr."
+
+
+def run_machine(config: dict) -> str:
+    """The machine a run's wall time was measured on; the starts' machines joined by ' then ' where a resume ran on
+    another, which matches no single machine, so that no wall-time comparison takes such a run as one machine's."""
+    names = []
+    for start in starts(config):
+        name = machine(start.get("environment"))
+        if not names or names[-1] != name:
+            names.append(name)
+    return " then ".join(names)
+
+
 class RunExistsError(FileExistsError):
     pass
 
@@ -275,6 +317,8 @@ class RunWriter:
         self.kept = clear_run(self.dir) if overwrite else []
         if not resume or not (self.dir / CONFIG).exists():
             write_json_atomic(self.dir / CONFIG, config)
+        else:
+            add_start(self.dir, config)
         self._metrics = open(self.dir / METRICS, "a")
         self.trackers = self._open_trackers(report_to, config, resume)
 

@@ -1,10 +1,13 @@
-"""Run records: atomic JSON, whole metric lines, truncated-line recovery, the reader."""
+"""Run records: atomic JSON, whole metric lines, truncated-line recovery, the reader, each start of a resumed run."""
 import json
 
 import pytest
 
 from runs.ledger import FlopsLedger
-from runs.record import RunExistsError, RunWriter, load_run, read_metrics, write_json_atomic
+import pandas as pd
+
+from analysis.frames import one_machine
+from runs.record import RunExistsError, RunWriter, load_run, read_metrics, run_machine, write_json_atomic
 
 
 def test_writer_and_reader_round_trip(tmp_path):
@@ -39,6 +42,42 @@ def test_existing_run_needs_resume_or_overwrite(tmp_path):
     with pytest.raises(RunExistsError, match="--resume"):
         RunWriter(tmp_path, {"a": 2})
     assert json.loads((tmp_path / "config.json").read_text()) == {"a": 1}
+
+
+def start_config(threads: int, argv: list[str]) -> dict:
+    return {"task": {"name": "t"}, "method": {"name": "m"}, "argv": argv, "created": f"start {threads}",
+            "environment": {"device": "cpu", "device_name": "x86_64", "threads": threads}}
+
+
+def test_a_resume_elsewhere_is_recorded_and_its_wall_time_is_no_single_machines(tmp_path):
+    # a sweep stopped at step 200 on 2 threads and resumed by a launcher that gives each run 1 thread: the record
+    # must not say "2 threads" of a wall time mostly made on one, nor put it beside scratch's 2-thread runs
+    w = RunWriter(tmp_path / "r", start_config(2, ["run.py"]))
+    for step in (0, 100, 200):
+        w.log({"step": step, "flops": float(step)})
+    w.close()
+    w = RunWriter(tmp_path / "r", start_config(1, ["run.py", "--resume"]), resume=True)
+    w.log({"step": 300, "flops": 300.0})
+    w.finish({"flops": 300.0})
+    config = load_run(tmp_path / "r").config
+    assert config["environment"]["threads"] == 2 and config["created"] == "start 2"     # the first start kept
+    assert config["resumed"] == [{"step": 200, "created": "start 1", "argv": ["run.py", "--resume"],
+                                  "environment": {"device": "cpu", "device_name": "x86_64", "threads": 1}}]
+    assert run_machine(config) == "x86_64, 2 thr. then x86_64, 1 thr."
+    assert run_machine(start_config(2, [])) == "x86_64, 2 thr."
+    # resumed on the same machine, it is that machine's
+    w = RunWriter(tmp_path / "same", start_config(2, ["run.py"]))
+    w.log({"step": 0, "flops": 0.0})
+    w.close()
+    RunWriter(tmp_path / "same", start_config(2, ["run.py", "--resume"]), resume=True).close()
+    same = load_run(tmp_path / "same").config
+    assert len(same["resumed"]) == 1 and run_machine(same) == "x86_64, 2 thr."
+    # the wall-time panels keep scratch's machine only
+    curves = pd.DataFrame([{"role": "large", "label": "scratch", "seed": 0, "machine": run_machine(same)},
+                           {"role": "large", "label": "stackbert", "seed": 0, "machine": run_machine(config)},
+                           {"role": "large", "label": "ligo", "seed": 0, "machine": run_machine(same)}])
+    kept, left_out = one_machine(curves)
+    assert list(kept["label"]) == ["scratch", "ligo"] and left_out == [("stackbert", 0)]
 
 
 def test_atomic_json_leaves_no_temporary(tmp_path):

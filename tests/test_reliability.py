@@ -75,6 +75,11 @@ def test_kill_and_resume_matches_uninterrupted_run(uninterrupted, tmp_path):
     steps = [r["step"] for r in load_run(broken).metrics]
     assert steps == sorted(set(steps))              # no line lost or duplicated
     assert load_run(broken).summary["flops"] == load_run(uninterrupted).summary["flops"]
+    # the resume is in the record: the step it went on from (the checkpoint's, the last row kept), its environment
+    config = load_run(broken).config
+    (resumed,) = config["resumed"]
+    assert resumed["step"] in steps and 0 < resumed["step"] < 60
+    assert resumed["environment"]["threads"] == config["environment"]["threads"]
 
 
 def test_second_process_is_refused_and_ctrl_c_resumes_exactly(uninterrupted, tmp_path, capsys):

@@ -12,7 +12,7 @@ eval loss at least UNIGRAM_MARGIN below the unigram cross-entropy), scratch ends
 pretrained on at least SMALL_TOKEN_SHARE of the large model's tokens, and the small model trained on under the large
 recipe never reaches scratch's final value (analysis/regime.py: the same checks, the same thresholds). The table gives
 each pair's shapes, parameters, tokens, tokens per parameter, the three finals, each check and the training minutes
-the three runs took (evaluation excluded), with the device and threads they ran on.
+the three runs took (evaluation excluded), with the machines (device, threads) they ran on.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from analysis.regime import SMALL_TOKEN_SHARE, UNIGRAM_MARGIN
 from bench.cli import refused_as_one_line
 from bench.result_file import REPO
-from runs.record import SUMMARY, load_run, read_json
+from runs.record import SUMMARY, load_run, read_json, run_machine
 
 CONTROLS, RUNS, SMALL = "controls", "runs", "small"     # a probe folder's parts: self-contained once trained
 
@@ -123,8 +123,8 @@ def probe_rows(root: Path) -> list[dict]:
                "metric": metric, "small_final": small_final, "control_final": final(control)[0],
                "control_best": control_best, "scratch_final": scratch_final,
                "minutes": minutes(small, control, scratch),
-               "device": scratch.config.get("environment", {}).get("device"),
-               "threads": scratch.config.get("environment", {}).get("threads")}
+               # each run's starts' machines, once each: a minute is comparable only where all ran on one
+               "machine": " / ".join(dict.fromkeys(run_machine(r.config) for r in (small, control, scratch)))}
         checks = {"tokens": small_tokens >= SMALL_TOKEN_SHARE * large_tokens,
                   "control": (control_best < scratch_final) if higher else (control_best > scratch_final)}
         if higher:
@@ -155,7 +155,7 @@ def table(rows: list[dict]) -> str:
             f"{fmt(r['control_final'])} ({fmt(r['control_best'])}) | {fmt(r['scratch_final'])} | "
             f"{ok[r.get('check_unigram')]} | {ok[r['check_scratch_vs_small']]} | {ok[r['check_tokens']]} | "
             f"{ok[r['check_control']]} | {'PASS' if r['passes'] else 'FAIL'} | {r['minutes']:.0f} "
-            f"({r['device']}, {r['threads']} thr.) |")
+            f"({r['machine']}) |")
     return "\n".join(lines)
 
 
