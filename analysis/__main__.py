@@ -74,10 +74,10 @@ def markdown(df, caption: str) -> str:
 def notes(df) -> list[str]:
     """The footnotes a table's cells call for (†: no fit wall time; ‡: machine speed differs; §: operator draws
     fixed at seed 0; *: a teacher ran in the interval a training loss was read over; ¶: another recipe than
-    scratch's)."""
+    scratch's; "other machine": a wall saving not computed)."""
     cells = df.astype(str)
     marks = (("†", tables.WALL_NOTE), ("‡", tables.SPEED_NOTE), ("§", tables.DRAWS_NOTE), ("*", tables.DISTILLED_NOTE),
-             ("¶", tables.RECIPE_NOTE))
+             ("¶", tables.RECIPE_NOTE), (tables.OTHER_MACHINE, tables.MACHINE_NOTE))
     return [note for mark, note in marks if cells.apply(lambda c: c.str.contains(mark, regex=False)).any().any()]
 
 

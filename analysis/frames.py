@@ -153,6 +153,8 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "small_recipe": r.config["task"].get("small_recipe") or {},
             "world_size": (r.config.get("distributed") or {}).get("world_size") or 1,
             "seconds_per_flop": seconds_per_flop(r.metrics),
+            # device and threads of every start: wall times compare only between runs of one machine
+            "machine": run_machine(r.config),
             "grown_recipe": recipe_preset(r, scratch.get((task, scale))),
             # fields trained otherwise than scratch outside any named preset ("steps 693 vs 1600"): tables mark it
             "recipe_differs": recipe_difference(r, scratch.get((task, scale))),
@@ -163,7 +165,7 @@ def runs_frame(runs: list[Run]) -> pd.DataFrame:
             "best_acc", "flops",
             "wall", "steps", "trained", "fit_flops", "fit_wall_missing", "init_loss", "init_acc", "has_small", "pretrain_flops",
             "pretrain_wall", "method_config", "downstream", "computation", "twin_of", "curve", "unigram_ce",
-            "eval_items", "units", "recipe", "small_recipe", "world_size", "seconds_per_flop", "grown_recipe",
+            "eval_items", "units", "recipe", "small_recipe", "world_size", "seconds_per_flop", "machine", "grown_recipe",
             "recipe_differs", "closing_train_loss", "closing_distilled"]
     return pd.DataFrame(rows, columns=cols)
 

@@ -99,6 +99,7 @@ def seed_savings(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str
         return pd.DataFrame()
     scratch_runs = info[info["label"].isin(scratch_curves(cur)["label"].unique())]
     scratch_speed = scratch_runs.groupby("seed")["seconds_per_flop"].first()
+    scratch_machine = scratch_runs.groupby("seed")["machine"].first()
     rows = []
     for (label, seed), g in cur[cur["role"] == "large"].groupby(["label", "seed"]):
         meta = info[(info["label"] == label) & (info["seed"] == seed)].iloc[0]
@@ -125,6 +126,12 @@ def seed_savings(curves: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str
         # wall-time saving measures the machine's load, not the method
         mine, theirs = meta["seconds_per_flop"], scratch_speed.get(seed, math.nan)
         row["speed_vs_scratch"] = theirs / mine if pd.notna(mine) and pd.notna(theirs) and mine > 0 else math.nan
+        # a wall time compares only on one machine (device and threads, every start of both runs): none where the
+        # run and its scratch seed ran on different ones (e.g. a sweep's 1-thread jobs against 2-thread scratch)
+        row["machine"] = meta["machine"]
+        row["wall_elsewhere"] = bool(paired and meta["machine"] != scratch_machine.get(seed))
+        if row["wall_elsewhere"]:
+            row["saving_wall"] = row["saving_wall_with_small"] = math.nan
         # without the operator fit (growbench's column, not the paper's, which charges it): how much of a method's
         # place in the order is its fit's share of the budget (1.3-1.9% of scratch at mini, 0.03% in the paper)
         row["saving_flops_no_fit"] = (1 - (row["flops_to_target"] - row["fit_flops"]) / row["scratch_flops"]
@@ -165,7 +172,9 @@ def summarize(seeds: pd.DataFrame) -> pd.DataFrame:
                "final_mean": g["final"].mean(), "final_std": _std(g["final"]),
                "fit_flops": g["fit_flops"].mean(), "fit_wall_missing": bool(g["fit_wall_missing"].any()),
                "speed_vs_scratch": ", ".join(f"{v:.2f}" for v in ok["speed_vs_scratch"].dropna()),
-               "machine_differs": bool(ok["speed_vs_scratch"].map(machine_differs).any())}
+               # the seeds whose wall saving is not computed, and the load flag of those whose is
+               "wall_elsewhere": seeds_of(ok[ok["wall_elsewhere"]]),
+               "machine_differs": bool(ok[~ok["wall_elsewhere"]]["speed_vs_scratch"].map(machine_differs).any())}
         for col in ("saving_flops", "saving_wall", "saving_flops_with_small", "saving_wall_with_small",
                     "saving_flops_no_fit", "flops_to_target", "wall_to_target"):
             vals = ok[col].dropna()

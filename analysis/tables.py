@@ -33,6 +33,10 @@ WALL_NOTE = "† the record has no wall time for the operator fit (step 0 logs w
 SPEED_NOTE = (f"‡ the machine ran this method's training (a seed of it) more than {MACHINE_SPEED_TOLERANCE}x faster "
               "or slower per FLOP than its scratch seed's (savings_seeds.csv: speed_vs_scratch): its wall-time saving "
               "measures the machine's load more than the method; compare FLOPs")
+OTHER_MACHINE = "other machine"
+MACHINE_NOTE = (f"{OTHER_MACHINE}: the seeds named ran on another device or thread count than their scratch seed "
+                "(savings_seeds.csv: machine): a wall time compares only on one machine, so their wall saving is not "
+                "computed; compare FLOPs")
 DRAWS_NOTE = ("§ the growth operator's random draws (its seed) were seed 0's in the seeds named: records made "
               "before a run's --seed reached its method (config.json method.config.seed); the spread over seeds then "
               "leaves out the operator's; `python -m bench.sweeps` reports them stale and re-runs them once moved away")
@@ -90,6 +94,11 @@ def saving_cell(row: pd.Series, col: str) -> str:
     if row["n_reached"] == 0:
         # every seed paired and none got there: plainly "not reached"; else which seeds lack what
         return "not reached" if missing.startswith("not reached:") and ";" not in missing else missing
+    elsewhere = (row.get("wall_elsewhere") or "") if "wall" in col else ""
+    if elsewhere:       # see MACHINE_NOTE: those seeds' wall savings are not computed
+        missing = "; ".join(filter(None, [missing, f"{OTHER_MACHINE}: {elsewhere}"]))
+        if pd.isna(row[f"{col}_mean"]):
+            return missing
     if col.endswith("_with_small") and pd.isna(row[f"{col}_mean"]):
         return "unknown"            # the small model came from --small: its pretraining cost is not recorded
     return pct(row[f"{col}_mean"], row[f"{col}_std"]) + (f" ({missing})" if missing else "")

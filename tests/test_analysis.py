@@ -544,6 +544,31 @@ def test_a_wall_time_saving_from_a_machine_at_another_speed_is_flagged(tmp_path)
     assert SPEED_NOTE in markdown(df, "caption")
 
 
+def test_no_wall_time_saving_across_machines(tmp_path):
+    """A sweep's 1-thread jobs against scratch's 2-thread runs: wall time compares only on one device and thread
+    count, so those seeds get no wall saving (the cell names them), while their FLOPs savings stand."""
+    from analysis.__main__ import markdown
+    from analysis.tables import MACHINE_NOTE
+    two, one = ({"device": "cpu", "device_name": "x86_64", "threads": n} for n in (2, 1))
+    for seed in (0, 1):
+        write_run(tmp_path, "scratch", SCRATCH, seed=seed, environment=two)
+        write_run(tmp_path, "ligo", [(0, 10, 9.0), (1, 100, 5.0), (2, 200, 3.9)], seed=seed,
+                  environment=(two, one)[seed], wall_per_flop=(0.01, 0.015)[seed])
+        write_run(tmp_path, "stackbert", [(0, 0, 9.0), (1, 50, 5.0), (2, 100, 3.9)], seed=seed, environment=one,
+                  wall_per_flop=0.02)
+    r, c, seeds, summary, _ = analyse(tmp_path)
+    ligo = seeds[seeds["label"] == "ligo"].set_index("seed")
+    assert list(ligo["wall_elsewhere"]) == [False, True]
+    assert ligo.loc[0, "saving_wall"] == pytest.approx(ligo.loc[0, "saving_flops"])   # same speed as scratch
+    assert math.isnan(ligo.loc[1, "saving_wall"]) and ligo.loc[1, "saving_flops"] == ligo.loc[0, "saving_flops"]
+    df = savings_table(summary, r, "bert_small_base", "mini")
+    cells = df.set_index("Method")
+    assert cells.loc["LiGO", "Savings (Walltime)"].endswith("(other machine: s1)")
+    assert cells.loc["StackBERT", "Savings (Walltime)"] == "other machine: s0 s1"     # and no ‡: not load
+    assert cells.loc["StackBERT", "Savings (FLOPs)"] == "76.1% ± 0.0"
+    assert MACHINE_NOTE in markdown(df, "caption")
+
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_a_non_finite_metric_makes_the_run_corrupt_not_a_traceback_or_an_earlier_final(tmp_path, value, capsys):
     """A NaN final eval_loss crashed the savings (pandas IndexError, after --out was made); in a scratch run it
