@@ -1,10 +1,11 @@
 """Sweeps through submitit (bench/sweeps/launch.py, bench/sweeps/order.py): a tiny sweep through the local executor
 lands the records of the same sweep run inline, in the same --out layout, twins included; a job preempted mid-run
 (SIGUSR2, submitit's preemption signal) is requeued through its checkpoint() and resumes to the numbers of an
-uninterrupted run; the cores are split among the jobs; Slurm options reach sbatch, and bad ones are refused in one
-line before anything is written."""
+uninterrupted run; a sweep started in the background and stopped stops its jobs; the cores are split among the jobs;
+Slurm options reach sbatch, and bad ones are refused in one line before anything is written."""
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -14,6 +15,7 @@ import pytest
 
 from runs.record import load_run
 
+ROOT = Path(__file__).resolve().parents[1]
 RUNS = ("scratch", "stackbert", "net2net")          # tiny bert_small_base: net2net is stackbert's twin
 # long enough to be stopped between two checkpoints (as tests/test_reliability.py's kill-and-resume run)
 SETTINGS = (("steps", 40), ("eval_every", 5), ("log_every", 1))
@@ -114,6 +116,32 @@ def test_a_preempted_job_is_requeued_and_resumes_to_the_uninterrupted_numbers(sw
     assert [r for r in numbers(run) if "eval_loss" in r] == [r for r in numbers(whole) if "eval_loss" in r]
     assert numbers(run) == numbers(whole)
     assert any(p.endswith("scratch-s0") for p in sweeps["local"]["ran"])
+
+
+def test_a_sweep_started_in_the_background_stops_its_jobs_when_it_is_stopped(tmp_path):
+    """`nohup python -m bench.sweeps ... --launcher local &` hands its jobs SIGINT ignored, and submitit passes SIGTERM
+    by: the sweep said "they were cancelled" while its jobs trained on. SIGTERM to such a sweep now stops the job's
+    run as Ctrl-C does (its checkpoint kept, no summary), with no process left training."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "bench.sweeps", "bert", "--scale", "tiny", "--seeds", "0", "--methods", "scratch",
+           "--set", "steps=100000", "--set", "eval_every=20", "--out", str(out), "--launcher", "local"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))   # as a background job
+    run = out / "bert_small_base-tiny" / "scratch-s0"
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None and not (run / "checkpoint.pt").exists():
+        time.sleep(0.1)
+    assert (run / "checkpoint.pt").exists(), proc.communicate(timeout=60)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "they were cancelled, each run keeping its last checkpoint;" in err, err
+    assert "were killed" not in err, err                  # stopped as a run stops on Ctrl-C, not by SIGKILL
+    jobs = [int(d.name) for d in (out / ".submitit").iterdir() if d.name.isdigit()]
+    assert jobs and not any(Path(f"/proc/{pid}").exists() for pid in jobs)
+    rows = (run / "metrics.jsonl").read_text().count("\n")
+    time.sleep(2)
+    assert (run / "metrics.jsonl").read_text().count("\n") == rows and not (run / "summary.json").exists()
 
 
 def test_local_jobs_share_the_cores_without_oversubscribing_them():

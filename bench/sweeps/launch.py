@@ -28,6 +28,7 @@ import ast
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -44,6 +45,7 @@ LAUNCHERS = ("inline", "local", "slurm")
 FOLDER = ".submitit"               # under --out: submitit's pickles and logs, one folder per job
 EVAL_LOCK = ".sweep-eval.lock"     # a run directory that two jobs evaluate (the small model they grew from)
 LOCAL_TIMEOUT_MIN = 60 * 24 * 365  # the local executor's own time limit (default 2 minutes): none, in effect
+CANCEL_WAIT_S = 30                 # how long a cancelled local job may take to stop (its run's Ctrl-C) before SIGKILL
 OUTCOMES = ("done", "ran", "same computation", "stale", "unavailable", "failed", "planned")
 # the --slurm-* flags and the submitit parameters they set (AutoExecutor's names; `--slurm KEY=VALUE` sets slurm_KEY)
 SLURM_FLAGS = {"partition": "slurm_partition", "time": "timeout_min", "gpus_per_node": "gpus_per_node",
@@ -209,6 +211,10 @@ class SweepJob(submitit.helpers.Checkpointable):
         # submitit's bootstrap (`.../submitit/core/_submit.py <folder>`), which names neither the sweep nor its --out:
         # the job is that sweep's, so its process takes the sweep's command line as its own.
         sys.argv = list(self.command)
+        # the sweep stops a local job as Ctrl-C stops a run (cancel: SIGINT). A sweep started in the background
+        # (`nohup ... &`) hands its jobs SIGINT ignored, which Python keeps, and submitit's own handler passes SIGTERM
+        # by: armed here, or a cancelled job trains on unseen
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         threads = self.threads or int(os.environ.get("SLURM_CPUS_PER_TASK") or 0) or available_cores()
         for key, value in {**self.environment, "OMP_NUM_THREADS": str(threads),
                            "MKL_NUM_THREADS": str(threads)}.items():
@@ -332,12 +338,16 @@ def launch_plan(todo: list, out: Path, scale: str, common: tuple, device: str, e
         stopped = [it for group, _ in running.values() for it in group]
         for job in running:
             cancel(job, launch.kind)
-        deadline = time.time() + 30
+        deadline = time.time() + CANCEL_WAIT_S
         while launch.kind == "local" and time.time() < deadline and not all(j.done() for j in running):
             time.sleep(0.2)
+        # a local job still there did not stop as a run stops on Ctrl-C: killed, so that none trains on unseen
+        killed = [job for job in running if launch.kind == "local" and not job.done() and kill(job)]
         where = ", ".join(str(it.path) for it in stopped) or "no run had started"
+        how = (f"; {len(killed)} of them had not stopped after {CANCEL_WAIT_S} s and were killed (SIGKILL: their runs "
+               "resume from the checkpoint before)" if killed else "")
         raise KeyboardInterrupt(f"interrupted while {len(running)} job(s) ran ({where}); they were cancelled, each "
-                                "run keeping its last checkpoint; run the same command again to go on (complete "
+                                f"run keeping its last checkpoint{how}; run the same command again to go on (complete "
                                 "runs are skipped, incomplete ones resumed)") from None
     return outcome
 
@@ -345,7 +355,6 @@ def launch_plan(todo: list, out: Path, scale: str, common: tuple, device: str, e
 def cancel(job, kind: str) -> None:
     """Stop a job as Ctrl-C stops a run (its last checkpoint kept). Locally the job's own processes get SIGINT: the
     controller between them would print a traceback of its own, and sends SIGKILL a second later."""
-    import signal
     tasks = children(int(job.job_id)) if kind == "local" else []
     for pid in tasks:
         try:
@@ -354,6 +363,19 @@ def cancel(job, kind: str) -> None:
             pass
     if not tasks:
         job.cancel(check=False)
+
+
+def kill(job) -> bool:
+    """SIGKILL a local job's processes (its controller last, so that it cannot start another); whether any was there."""
+    pids = [*children(int(job.job_id)), int(job.job_id)]
+    alive = False
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            alive = True
+        except ProcessLookupError:
+            pass
+    return alive
 
 
 def children(pid: int) -> list[int]:
