@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from runs.record import compared_task, differing_keys, load_run, starts
+from runs.record import compared_task, differing_keys, load_run, run_machine
 
 REPO = Path(__file__).resolve().parents[1]
 # scale -> (the root of its canonical comparison, the root of its no-growth controls): records/README.md's table
@@ -24,8 +24,7 @@ CANONICAL = {"regime": ("records/regime", "records/regime-control"),
 
 def _device(run) -> str:
     # a run resumed on another device ran on both ("cpu then cuda")
-    return " then ".join(dict.fromkeys(str((start.get("environment") or {}).get("device") or "?")
-                                       for start in starts(run.config)))
+    return run_machine(run.config, lambda env: str((env or {}).get("device") or "?"))
 
 
 def _shown(path: Path, repo: Path) -> Path:

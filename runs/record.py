@@ -263,13 +263,12 @@ def clear_run(directory: Path) -> list[str]:
 RESUMED = "resumed"       # config.json: one entry per resume, in order
 
 
-def add_start(directory: Path, config: dict) -> None:
+def add_start(directory: Path, config: dict, step: int) -> None:
     """Note a resume of the record in `directory` in its config.json: the step it goes on from (the last row kept),
     when, the command and the environment of this start. The first start's config stays as it was written."""
     recorded = read_json(directory / CONFIG)
-    rows = read_metrics(directory / METRICS)
-    start = {"step": rows[-1]["step"] if rows else 0, "created": config.get("created"),
-             "argv": config.get("argv"), "environment": config.get("environment")}
+    start = {"step": step, "created": config.get("created"), "argv": config.get("argv"),
+             "environment": config.get("environment")}
     recorded[RESUMED] = [*(recorded.get(RESUMED) or []), jsonable(start)]
     write_json_atomic(directory / CONFIG, recorded)
 
@@ -287,12 +286,13 @@ def machine(environment: dict | None) -> str:
     return f"{env.get('device_name') or env.get('device') or '?'}, {env.get('threads') or '?'} thr."
 
 
-def run_machine(config: dict) -> str:
+def run_machine(config: dict, name_of=machine) -> str:
     """The machine a run's wall time was measured on; the starts' machines joined by ' then ' where a resume ran on
-    another, which matches no single machine, so that no wall-time comparison takes such a run as one machine's."""
+    another, which matches no single machine, so that no wall-time comparison takes such a run as one machine's.
+    `name_of`: what of an environment names its machine (default: device and threads)."""
     names = []
     for start in starts(config):
-        name = machine(start.get("environment"))
+        name = name_of(start.get("environment"))
         if not names or names[-1] != name:
             names.append(name)
     return " then ".join(names)
@@ -315,23 +315,24 @@ class RunWriter:
         remove_stale_temporaries(self.dir)        # a killed process's half-written checkpoint or deletion
         # what --overwrite left in place (not the old run's: a user's notes, a run nested inside), for the caller to say
         self.kept = clear_run(self.dir) if overwrite else []
+        # a resumed run's metrics.jsonl was cut back to its checkpoint: its last row is the step the run goes on from
+        rows = read_metrics(self.dir / METRICS) if resume else []
+        last_step = rows[-1]["step"] if rows else None
         if not resume or not (self.dir / CONFIG).exists():
             write_json_atomic(self.dir / CONFIG, config)
         else:
-            add_start(self.dir, config)
+            add_start(self.dir, config, last_step or 0)
         self._metrics = open(self.dir / METRICS, "a")
-        self.trackers = self._open_trackers(report_to, config, resume)
+        self.trackers = self._open_trackers(report_to, config, resume, last_step)
 
-    def _open_trackers(self, report_to: tuple[str, ...], config: dict, resume: bool) -> list:
+    def _open_trackers(self, report_to: tuple[str, ...], config: dict, resume: bool, last_step: int | None) -> list:
         if not report_to:
             return []
         from runs.tracking import open_trackers      # here: the record itself needs neither torch nor a tracker
-        # a resumed run's metrics.jsonl was cut back to its checkpoint: the trackers continue after its last step,
-        # under the config the record was created with
-        rows = read_metrics(self.dir / METRICS) if resume else []
+        # a resumed run's trackers continue after its last step, under the config the record was created with
         if resume:
             config = read_json(self.dir / CONFIG)
-        return open_trackers(report_to, self.dir, config, rows[-1]["step"] if rows else None)
+        return open_trackers(report_to, self.dir, config, last_step)
 
     def log(self, row: dict) -> None:
         # one write call per line, then flush + fsync: a crash leaves at most one truncated last line
