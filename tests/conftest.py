@@ -20,8 +20,9 @@ os.environ.setdefault("GROWBENCH_CACHE", str(_ROOT / "cache"))
 @pytest.fixture(autouse=True, scope="session")
 def one_thread():
     """The in-process tests train tiny models: on a shared 2-core machine a second OpenMP thread mostly
-    spin-waits on the first (steps 5-10x slower and erratic, measured); one thread is faster and steady.
-    Subprocess tests (run.py, torchrun) set their own threads."""
+    spin-waits on the first (steps 5-10x slower and erratic, measured); one thread is faster and steady. The other
+    cores go to other pytest-xdist workers (pyproject.toml addopts). Subprocess tests (run.py, torchrun) set their
+    own threads."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
