@@ -84,8 +84,8 @@ def notes(df) -> list[str]:
 def write_table(df, out: Path, stem: str, caption: str) -> list[Path]:
     md, tex = out / f"{stem}.md", out / f"{stem}.tex"
     md.write_text(markdown(df, caption))
-    note = "".join(f" {n}" for n in notes(df))
-    tex.write_text(tables.to_latex(df, caption + note, f"table:{stem}"))
+    # one caption in LaTeX, the notes as its sentences (markdown puts them under the table)
+    tex.write_text(tables.to_latex(df, ". ".join([caption, *notes(df)]), f"table:{stem}"))
     return [md, tex]
 
 
@@ -99,9 +99,10 @@ def headline_line(df, task: str, scale: str, checks) -> str:
 
 
 def targets(seeds, task: str, scale: str) -> str:
-    """'s0 4.012, s1 4.031': each scratch seed's final value, the target of the method seed of the same seed."""
+    """'s0 4.012, s1 4.030': each scratch seed's final value, the target of the method seed of the same seed (three
+    decimals, as regime.md gives them: '4.03' would read as less precise)."""
     t = seeds[(seeds["task"] == task) & (seeds["scale"] == scale) & seeds["paired"]]
-    return ", ".join(f"s{s} {v:.4g}" for s, v in t.groupby("seed")["target"].first().items())
+    return ", ".join(f"s{s} {v:.3f}" for s, v in t.groupby("seed")["target"].first().items())
 
 
 def command_line(args) -> str:

@@ -665,6 +665,19 @@ def test_tables_of_a_task_whose_regime_fails_say_so_in_their_caption(tmp_path):
     for name in ("savings-bert_small_base-mini.md", "table1-mini.md", "savings-bert_small_base-mini.tex"):
         assert "REGIME CHECK FAILED (not met: scratch final < small final)" in (out / name).read_text(), name
     assert "REGIME CHECK FAILED" not in (out / "savings-gpt2_base_medium-mini.md").read_text()
+    # the target at regime.md's three decimals: a final of 4.0 printed as "4" reads as a rounded figure
+    assert "targets (scratch final per seed) s0 4.000" in (out / "savings-bert_small_base-mini.md").read_text()
+
+
+def test_a_latex_caption_holds_its_notes_as_sentences(tmp_path):
+    """The markdown puts a table's notes under it; LaTeX has one caption, so each note must start a sentence there
+    (they ran on as "s1 3.39 other machine: the seeds ...")."""
+    from analysis import tables
+    from analysis.__main__ import write_table
+    df = pd.DataFrame({"Method": ["LiGO"], "Savings (wall)": [f"40.0 {tables.OTHER_MACHINE}: s1"]})
+    write_table(df, tmp_path, "t", "caption ends here")
+    tex = (tmp_path / "t.tex").read_text()
+    assert "caption ends here. other machine: the seeds named ran on another device" in tex
 
 
 @pytest.mark.parametrize("damage, message", [
