@@ -1,6 +1,7 @@
 """bench/experiments/regime_probe.py: the committed probe table recomputes from the committed probe records (a probe folder holds
 its small model's record, its control and scratch), and bad input is refused in one line before anything runs."""
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,57 @@ def test_a_pairs_own_regime_is_one_a_committed_probe_passes_at_seeds_0_and_1(nam
     rows = [r for folder in sorted(backing) for r in probe_rows(folder)]
     assert {r["seed"] for r in rows} >= {0, 1}
     assert all(r["passes"] for r in rows), [(r["probe"], r["seed"]) for r in rows if not r["passes"]]
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc: no procps needed)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:                              # a process that ended while listed
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc (Linux)")
+def test_a_probe_stopped_by_sigterm_stops_the_tool_it_runs(tmp_path):
+    """SIGTERM to the probe alone (`kill`, a scheduler) must stop the training tool it started: a killed CaiT probe's
+    control once trained on to its end, orphaned."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    log = tmp_path / "stderr"          # a file, not a pipe: an orphaned tool would hold a pipe open
+    with log.open("w") as stderr:
+        probe = subprocess.Popen(
+            [sys.executable, "-m", "bench.experiments.regime_probe", "deit_s_b", "--scale", "tiny", "--seeds", "0",
+             "--set", "steps=100000", "--set", "small_recipe.steps=100000", "--out", str(tmp_path / "p")],
+            cwd=ROOT, stderr=stderr)
+    tools = []
+    try:
+        deadline = time.monotonic() + 120
+        while not (tools := _children(probe.pid)) and probe.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert tools, "the probe started no tool"
+        time.sleep(3)                                  # the tool past its imports, training
+        probe.send_signal(signal.SIGTERM)
+        probe.wait(timeout=120)
+        alive = [pid for pid in tools if _alive(pid)]
+        assert not alive, f"the probe's tool trains on after the probe stopped (pids {alive})"
+    finally:
+        for pid in [probe.pid] + tools:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    err = log.read_text()
+    assert probe.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "stopped by SIGTERM" in err

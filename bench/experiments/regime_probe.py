@@ -16,6 +16,7 @@ the three runs took (evaluation excluded), with the machines (device, threads) t
 """
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,17 +27,40 @@ from bench.result_file import REPO
 from runs.record import SUMMARY, load_run, read_json, run_machine
 
 CONTROLS, RUNS, SMALL = "controls", "runs", "small"     # a probe folder's parts: self-contained once trained
+CHILD_STOP_WAIT_S = 60      # a stopped tool's last checkpoint write and lock release; then it is killed
 
 
 def train(task: str, scale: str, settings: list[str], seeds: list[int], out: Path) -> None:
-    """The control (and with it the small model) and scratch of every seed, each a process of its own tool."""
+    """The control (and with it the small model) and scratch of every seed, each a process of its own tool; each
+    seed's small-model record kept in the folder as soon as the seed is done, so a probe stopped later keeps it."""
     sets = [a for kv in settings for a in ("--set", kv)]
     for seed in seeds:
         for cmd in ([sys.executable, "bench/experiments/small_continued.py", "--tasks", f"{task}:{seed}", "--scale", scale,
                      "--train-only", "--runs", str(out / CONTROLS), *sets],
                     [sys.executable, "-m", "bench.sweeps", task_sweep(task), "--runs", "scratch", "--tasks", task,
                      "--seeds", str(seed), "--scale", scale, "--out", str(out / RUNS), *sets]):
-            subprocess.run(cmd, cwd=REPO, check=True)
+            run_tool(cmd)
+        keep_small_records(out)
+
+
+def run_tool(cmd: list[str]) -> None:
+    """One training tool, stopped with the probe. A SIGTERM to the probe alone (`kill`, a scheduler) reached only the
+    probe, and the tool trained on without it (2026-11-29: a killed CaiT probe's control ran to its end); now the
+    tool gets SIGTERM too, which it takes as Ctrl-C (its last checkpoint kept: the probe's re-run resumes it), and
+    is killed if it has not stopped CHILD_STOP_WAIT_S later."""
+    tool = subprocess.Popen(cmd, cwd=REPO)
+    try:
+        status = tool.wait()
+    except KeyboardInterrupt:
+        tool.send_signal(signal.SIGTERM)     # after a terminal's Ctrl-C, which reached it too, a repeat it ignores
+        try:
+            tool.wait(timeout=CHILD_STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            tool.kill()
+            tool.wait()
+        raise
+    if status != 0:
+        raise subprocess.CalledProcessError(status, cmd)
 
 
 def small_record(config: dict) -> Path:
@@ -184,8 +208,14 @@ def main(argv=None) -> int:
             check_settings(get_task(args.task, args.scale), tuple(split_item(kv) for kv in args.settings))
             task_sweep(args.task)
     if args.table is None:
-        train(args.task, args.scale, args.settings, args.seeds, args.out)
-        keep_small_records(args.out)
+        from runs.signals import stop_signals_as_interrupt, stop_status, stopped_by
+        try:
+            with stop_signals_as_interrupt():
+                train(args.task, args.scale, args.settings, args.seeds, args.out)
+        except KeyboardInterrupt:
+            print(f"regime_probe: stopped{stopped_by()}; the same command goes on from the runs' checkpoints",
+                  file=sys.stderr)
+            return stop_status()
     rows = [r for folder in (args.table or [args.out]) for r in probe_rows(folder)]
     text = table(rows)
     print(text)

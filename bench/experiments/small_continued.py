@@ -197,18 +197,25 @@ def main(argv=None) -> int:
                 check_reusable(task, seed, args.runs, settings)
     from runs.experiment import run_experiment
     from runs.record import SUMMARY
+    from runs.signals import stop_signals_as_interrupt, stop_status, stopped_by
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     rows = []
-    for task, seeds in tasks:
-        for seed in seeds:
-            out = run_dir(args.runs, task, seed)
-            if not (out / SUMMARY).exists():
-                run_experiment(continued_task(task, settings), get_method(METHOD), seed=seed, device=args.device,
-                               out=out, resume=out.exists(), progress=False, log=log)
-            if args.train_only:
-                print(f"control trained: {out}")
-            else:
-                rows.append(compare(task, seed, out, args.records))
+    try:
+        with stop_signals_as_interrupt():     # SIGTERM as Ctrl-C: the run keeps its last checkpoint, as run.py's
+            for task, seeds in tasks:
+                for seed in seeds:
+                    out = run_dir(args.runs, task, seed)
+                    if not (out / SUMMARY).exists():
+                        run_experiment(continued_task(task, settings), get_method(METHOD), seed=seed,
+                                       device=args.device, out=out, resume=out.exists(), progress=False, log=log)
+                    if args.train_only:
+                        print(f"control trained: {out}")
+                    else:
+                        rows.append(compare(task, seed, out, args.records))
+    except KeyboardInterrupt:
+        print(f"small_continued: stopped{stopped_by()}; the same command resumes from the last checkpoint",
+              file=sys.stderr)
+        return stop_status()
     if args.train_only:
         return 0
     text = table(rows)
