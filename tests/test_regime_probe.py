@@ -82,19 +82,6 @@ def test_a_pairs_own_regime_is_one_a_committed_probe_passes_at_seeds_0_and_1(nam
     assert all(r["passes"] for r in rows), [(r["probe"], r["seed"]) for r in rows if not r["passes"]]
 
 
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is `pid` (from /proc: no procps needed)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:                              # a process that ended while listed
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -110,6 +97,8 @@ def test_a_probe_stopped_by_sigterm_stops_the_tool_it_runs(tmp_path):
     import subprocess
     import sys
     import time
+
+    from bench.sweeps.launch import children
     log = tmp_path / "stderr"          # a file, not a pipe: an orphaned tool would hold a pipe open
     with log.open("w") as stderr:
         probe = subprocess.Popen(
@@ -119,7 +108,7 @@ def test_a_probe_stopped_by_sigterm_stops_the_tool_it_runs(tmp_path):
     tools = []
     try:
         deadline = time.monotonic() + 120
-        while not (tools := _children(probe.pid)) and probe.poll() is None and time.monotonic() < deadline:
+        while not (tools := children(probe.pid)) and probe.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert tools, "the probe started no tool"
         time.sleep(3)                                  # the tool past its imports, training

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.sweeps.launch import children
 from runs.record import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,13 +25,6 @@ STABLE = ("wall",)
 
 def numbers(run) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in STABLE} for row in run.metrics]
-
-
-def children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
 
 
 @pytest.fixture(scope="module")
