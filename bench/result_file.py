@@ -24,11 +24,23 @@ def environment() -> dict:
     return env
 
 
+def command() -> str:
+    """The command line that is running, as it can be typed again from the repository's root: `python -m module`
+    for a module run with -m (whose argv[0] is its file's absolute path), a script's path relative to the root."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    if spec is not None and spec.name:
+        program = "-m " + spec.name.removesuffix(".__main__")
+    else:
+        script = Path(sys.argv[0]).resolve()
+        program = (script.relative_to(REPO) if script.is_relative_to(REPO) else script).as_posix()
+    return " ".join(["python", program, *sys.argv[1:]])
+
+
 def write_result(out: Path | str, result: dict) -> Path:
     """Add environment, command and creation time to `result`, write it to `out` as JSON, say where."""
     out = Path(out)
     result = {**result, "environment": environment(),
-              "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+              "command": command(),
               "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
