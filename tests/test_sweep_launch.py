@@ -151,11 +151,11 @@ def test_local_jobs_share_the_cores_without_oversubscribing_them():
 
 
 def test_slurm_options_reach_sbatch(tmp_path, monkeypatch):
-    """The --slurm-* flags and --slurm KEY=VALUE become submitit's SlurmExecutor parameters and the sbatch lines (no
-    cluster here: submitit is told srun exists, and nothing is submitted)."""
+    """A launch's Slurm options (what launch_from_args makes of the --slurm-* flags and --slurm KEY=VALUE, whose
+    refusals the next test checks) become submitit's SlurmExecutor parameters and the sbatch lines (no cluster here:
+    submitit is told srun exists, and nothing is submitted)."""
     import submitit
     from bench.sweeps.launch import Launch, make_executor, parse_value
-    from bench.sweeps.cli import main  # noqa: F401  (the flags are bench.sweeps'; their parse is launch_from_args')
     monkeypatch.setattr(submitit.SlurmExecutor, "affinity", classmethod(lambda cls: 1))
     launch = Launch("slurm", slurm=(("slurm_partition", "dev"), ("timeout_min", 90), ("gpus_per_node", 1),
                                     ("cpus_per_task", 4), ("mem_gb", 16.0), ("slurm_array_parallelism", 8),
