@@ -850,3 +850,21 @@ def test_the_twins_figure_keeps_method_colours_variant_styles_and_its_legend_off
     assert [t.get_text() for t in legend.get_texts()] == ["LiGO", "LiGO (copies) [1 seed]"]
     assert not any(Bbox.intersection(legend.get_window_extent(), ax.get_window_extent()) for ax in fig.axes)
     plt.close(fig)
+
+
+def test_the_verdict_links_reproduce_md_from_where_its_file_lies_when_out_is_reached_through_a_link(tmp_path):
+    """The link is computed between real paths: through a symlinked folder at another depth (a home directory
+    linked to a data disk) a link computed from the path as given climbed the wrong number of folders."""
+    import re
+    from analysis.__main__ import REPRODUCE, main
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        write_run(runs, "scratch", SCRATCH, seed=seed)
+        write_run(runs, "ligo", [(0, 10, 9.0), (1, 100, 5.0), (2, 200, 3.9)], seed=seed)
+    real = tmp_path / "disk" / "a" / "b"
+    real.mkdir(parents=True)
+    (tmp_path / "home").symlink_to(real, target_is_directory=True)
+    out = tmp_path / "home" / "out"
+    assert main(["--runs", str(runs), "--out", str(out), "--formats", "png"]) == 0
+    links = re.findall(r"\]\(([^)#]+)#", (out / "verdict-mini.md").read_text())
+    assert links and all((real / "out" / link).resolve() == REPRODUCE for link in links), links
