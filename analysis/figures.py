@@ -165,14 +165,15 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str, styles: dict 
     for task in panel.tasks:
         value = _unigram(curves[(curves["task"] == task) & (curves["scale"] == scale)], "eval_loss")
         unigrams[task] = None if value is None else round(value, 9)
-    left_out: list[str] = []          # a wall-time panel's runs made on another machine than scratch's
+    left_out: dict[str, list[int]] = {}   # a wall-time panel's runs made on another machine than scratch's
     for i, task in enumerate(panel.tasks):
         cur = curves[(curves["task"] == task) & (curves["scale"] == scale)]
         if cur.empty:
             continue
         if panel.x == "wall":
             cur, gone = one_machine(cur)
-            left_out += [f"{display(label)} s{seed}" for label, seed in gone]
+            for label, seed in gone:
+                left_out.setdefault(display(label), []).append(seed)
         metric = target_metric(cur)
         scale_y = 100.0 if metric == "eval_acc" else 1.0
         labels, merged = _labels(cur, panel.labels), merge(cur)
@@ -230,7 +231,7 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str, styles: dict 
     ax.set_xlabel(XLABEL[panel.x])
     title = " ".join(t for t in (panel.title, shapes(curves, panel.tasks, scale)) if t)
     if panel.x == "wall" and left_out:
-        title += "\nnot drawn (made on another device or thread count than scratch): " + ", ".join(left_out)
+        title += "\n" + not_drawn_note(left_out, ax.figure.get_figwidth() / len(ax.figure.axes))
     ax.set_title(title, fontsize=9 if not left_out else 7)
     ax.grid(alpha=0.3)
     if drawn:
@@ -241,6 +242,15 @@ def draw_panel(ax, curves: pd.DataFrame, panel: Panel, scale: str, styles: dict 
         ax.text(0.5, 0.5, "no growth runs yet" if ax.lines else "no runs", ha="center", va="center",
                 transform=ax.transAxes, color="gray")
     return drawn
+
+
+def not_drawn_note(left_out: dict[str, list[int]], panel_width: float) -> str:
+    """What a wall-time panel leaves out, a method's seeds together, wrapped to the panel's width (inches; ~17
+    characters an inch at 7 pt): as one line it ran across the neighbouring panels' titles (14 runs of BERT's
+    regime comparison, made on one thread against scratch's two)."""
+    runs = "; ".join(f"{name} " + " ".join(f"s{seed}" for seed in sorted(seeds)) for name, seeds in left_out.items())
+    return textwrap.fill(f"not drawn (made on another device or thread count than scratch): {runs}",
+                         max(30, int(panel_width * 17)), break_on_hyphens=False)
 
 
 def _unigram(cur: pd.DataFrame, metric: str) -> float | None:

@@ -868,3 +868,21 @@ def test_the_verdict_links_reproduce_md_from_where_its_file_lies_when_out_is_rea
     assert main(["--runs", str(runs), "--out", str(out), "--formats", "png"]) == 0
     links = re.findall(r"\]\(([^)#]+)#", (out / "verdict-mini.md").read_text())
     assert links and all((real / "out" / link).resolve() == REPRODUCE for link in links), links
+
+
+def test_a_wall_panels_runs_from_another_machine_are_named_by_method_within_the_panels_width(tmp_path):
+    """The note ran as one line across the neighbouring panels' titles (results/regime's Figure 2)."""
+    from analysis.figures import Panel, panels_figure
+    two, one = ({"device": "cpu", "device_name": "x86_64", "threads": n} for n in (2, 1))
+    for seed in (0, 1):
+        write_run(tmp_path, "scratch", SCRATCH, seed=seed, environment=two)
+        for label in ("ligo", "stackbert", "interpolation", "bert2bert", "ki", "mslt", "net2net"):
+            write_run(tmp_path, label, [(0, 10, 9.0), (1, 100, 5.0), (2, 200, 3.9)], seed=seed, environment=one)
+    _, curves, _, _, _ = analyse(tmp_path)
+    panels = [Panel(("bert_small_base",)), Panel(("bert_small_base",), x="wall"), Panel(("deit_s_b",))]
+    fig, _ = panels_figure(curves, panels, "mini")
+    title = fig.axes[1].get_title()
+    note = title[title.index("not drawn"):]
+    assert "LiGO s0 s1" in note and "StackBERT s0 s1" in note and "bert2BERT s0 s1" in note, note
+    width = fig.get_figwidth() / 3 * 17
+    assert note.count("\n") >= 1 and all(len(line) <= width for line in note.splitlines()), note
