@@ -250,7 +250,9 @@ class Learns(Claim):
             v = found.get(label)
             if v is None:
                 continue
-            cells.append(f"{name} {'not reached' if not v.reached else f'{100 * (v.mean - nofit.mean):+.1f}'}")
+            # a difference of means over other seeds than the no-fit's says so (a sweep half done)
+            fewer = f" ({v.seeds} seed{'s' * (v.seeds > 1)})" if v.seeds != nofit.seeds else ""
+            cells.append(f"{name} {'not reached' if not v.reached else f'{100 * (v.mean - nofit.mean):+.1f}'}{fewer}")
             if v.reached and (best is None or v.mean > best.mean):
                 best = v
         if best is None:

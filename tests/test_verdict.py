@@ -77,3 +77,14 @@ def test_learning_counts_only_beyond_the_spread(tmp_path):
     (tmp_path / "bert_small_base-mini" / "ligo-nofit-s1" / "summary.json").unlink()    # incomplete: one seed left
     line = table(tmp_path).loc["§3.2 (learning): BERT-Small→Base"]
     assert line["Records"].startswith("no fit 47.5; ") and line["Reproduced"] == "not decided (1 seed)"
+
+
+def test_a_learning_fit_with_other_seeds_than_the_no_fits_says_how_many(tmp_path):
+    """A sweep half done: a fit's difference over one seed beside the no-fit's mean over two is marked as such."""
+    for seed in (0, 1):
+        write_run(tmp_path, "scratch", SCRATCH, seed=seed)
+    write(tmp_path, "ligo", (200, 220))
+    write(tmp_path, "ligo-nofit", (210, 230))
+    write(tmp_path, "ligo-movingfit", (180,), seeds=(0,))
+    line = table(tmp_path).loc["§3.2 (learning): BERT-Small→Base"]
+    assert line["Records"] == "no fit 45.0 ± 3.5; authors' fit +2.5; movingfit +10.0 (1 seed)"
