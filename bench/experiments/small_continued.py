@@ -148,6 +148,27 @@ def task_seeds(entry: str, default: list[int]) -> tuple[str, list[int]]:
                          "(cait_xs_s:0,1,2)") from None
 
 
+def train_controls(tasks, settings: tuple, args) -> list[dict]:
+    """Train each task's control of each seed where its record is not complete (a started one resumes), then
+    compare it with its scratch run unless --train-only: the table's rows."""
+    from methods import get_method
+    from runs.experiment import run_experiment
+    from runs.record import SUMMARY
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    rows = []
+    for task, seeds in tasks:
+        for seed in seeds:
+            out = run_dir(args.runs, task, seed)
+            if not (out / SUMMARY).exists():
+                run_experiment(continued_task(task, settings), get_method(METHOD), seed=seed, device=args.device,
+                               out=out, resume=out.exists(), progress=False, log=log)
+            if args.train_only:
+                print(f"control trained: {out}")
+            else:
+                rows.append(compare(task, seed, out, args.records))
+    return rows
+
+
 def main(argv=None) -> int:
     ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", nargs="+",
@@ -195,23 +216,10 @@ def main(argv=None) -> int:
                 if not args.train_only and not scratch.exists():
                     raise ValueError(f"no complete scratch run {scratch.parent} to compare with (--records)")
                 check_reusable(task, seed, args.runs, settings)
-    from runs.experiment import run_experiment
-    from runs.record import SUMMARY
     from runs.signals import stop_signals_as_interrupt, stop_status, stopped_by
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    rows = []
     try:
         with stop_signals_as_interrupt():     # SIGTERM as Ctrl-C: the run keeps its last checkpoint, as run.py's
-            for task, seeds in tasks:
-                for seed in seeds:
-                    out = run_dir(args.runs, task, seed)
-                    if not (out / SUMMARY).exists():
-                        run_experiment(continued_task(task, settings), get_method(METHOD), seed=seed,
-                                       device=args.device, out=out, resume=out.exists(), progress=False, log=log)
-                    if args.train_only:
-                        print(f"control trained: {out}")
-                    else:
-                        rows.append(compare(task, seed, out, args.records))
+            rows = train_controls(tasks, settings, args)
     except KeyboardInterrupt:
         print(f"small_continued: stopped{stopped_by()}; the same command resumes from the last checkpoint",
               file=sys.stderr)
