@@ -36,7 +36,7 @@ class Bert2Bert(Net2Net):
             blocks = getattr(fpi, section) if layer is not None else None
             if blocks is None or layer + 1 >= len(blocks):
                 return t              # embeddings, head, and the last block: FPI
-            small = getattr(canon, section)[layer][key]
+            small = canon.tensor(section, layer, key)
             new_rows = new_unit_mask(canon.axes(section, key), small.shape, t.shape, roles=(OUT,), device=t.device)
             return torch.where(new_rows, blocks[layer + 1][key], t)
         return fpi.map(aki)

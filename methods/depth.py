@@ -21,7 +21,6 @@ from methods.base import Config, GrowthMethod
 from methods.registry import get_method
 from models import check_growable, family_of, from_canonical, to_canonical
 from models.canonical import Canonical, copy_depth, grows_width
-from models.spec import ModelSpec
 
 
 def _check_depth(L1: int, L2: int) -> None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from methods.base import Config, GrowthMethod
 from methods.depth import small_canonical, stack_sources
 from methods.registry import register_method
@@ -26,10 +24,6 @@ from models.spec import ModelSpec
 @dataclass
 class DirectCopyConfig(Config):
     """No options: the rest of the large model is its family's random initialisation (seeded by the run)."""
-
-
-def _tensor(canon: Canonical, section: str, layer: int | None, key: str) -> torch.Tensor:
-    return getattr(canon, section)[layer][key] if layer is not None else getattr(canon, section)[key]
 
 
 @register_method("direct_copy")
@@ -50,7 +44,7 @@ class DirectCopy(GrowthMethod):
         fresh = to_canonical(build_model(large.with_(layers=canon.spec.layers)))
 
         def place(section, layer, key, t):
-            small = _tensor(canon, section, layer, key)
+            small = canon.tensor(section, layer, key)
             out = t.to(device=small.device, dtype=small.dtype).clone()
             out[tuple(slice(0, n) for n in small.shape)] = small
             return out

@@ -62,10 +62,6 @@ def function_deviation(small, large, batch: dict | None = None) -> float:
         small.train(modes[0]), large.train(modes[1])
 
 
-def _tensor(canon: Canonical, section: str, layer: int | None, key: str) -> torch.Tensor:
-    return getattr(canon, section)[layer][key] if layer is not None else getattr(canon, section)[key]
-
-
 @register_method("net2net")
 class Net2Net(GrowthMethod):
     display_name = "Net2Net"
@@ -103,7 +99,7 @@ class Net2Net(GrowthMethod):
         # noise only where a new unit is involved: the original small weights stay intact, and copies
         # stop being exact twins (Net2Net §2.3); scaled per tensor so norms and weights get comparable noise
         def noisy(section, layer, key, t):
-            s = _tensor(small, section, layer, key)
+            s = small.tensor(section, layer, key)
             mask = new_unit_mask(small.axes(section, key), s.shape, t.shape, device=t.device)
             if not mask.any():
                 return t

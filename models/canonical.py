@@ -101,6 +101,12 @@ class Canonical:
             return self.head_axes[key]
         return self.block_axes[key]
 
+    def tensor(self, section: str, layer: int | None, key: str) -> torch.Tensor:
+        """The tensor `items` and `map` name (section, layer or None, key): the lookup a method makes into another
+        Canonical of the same keys (the small model's, beside the grown one it maps)."""
+        tensors = getattr(self, section)
+        return tensors[layer][key] if layer is not None else tensors[key]
+
     def items(self) -> Iterator[tuple[str, int | None, str, torch.Tensor]]:
         """(section, layer or None, key, tensor) for every tensor, in a fixed order."""
         for key, t in self.embed.items():

@@ -79,7 +79,7 @@ class Family(ABC):
         that LiGO can run the large model with `torch.func.functional_call` on materialised weights. Default: no
         ops at all, one parameter per canonical key by `parameter_names` (a family that fuses or transposes
         overrides it)."""
-        return {name: canon.blocks[layer][key] if section == "blocks" else getattr(canon, section)[key]
+        return {name: canon.tensor(section, layer, key)
                 for (section, layer, key), name in self.parameter_names(canon.spec).items()}
 
     def fill_canonical(self, canon: Canonical, model: nn.Module) -> Canonical:

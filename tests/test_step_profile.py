@@ -2,7 +2,6 @@
 whole run, model set-up and the final evaluation included, and divided by the step count, which put the trainer's
 GEMM time per step at twice the raw loop's. These tests count what is inside the window."""
 import os
-from pathlib import Path
 
 import pytest
 import torch
