@@ -220,7 +220,7 @@ def write_all(args, runs_list, problems, out: Path) -> list[Path]:
     scales = sorted({s for _, s in groups})
     missing = []
     for scale in scales:                # the verdict first: the answer at a glance, its reasons linked
-        df = verdict.verdict_table(summary, runs, checks, scale, os.path.relpath(REPRODUCE, args.out.resolve()))
+        df = verdict.verdict_table(seeds, runs, checks, scale, os.path.relpath(REPRODUCE, args.out.resolve()))
         if not df.empty:
             caption = (f"Verdict [{scale} scale]: one line per result of the paper, computed from these records "
                        f"(analysis/verdict.py says how each is judged)")

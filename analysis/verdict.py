@@ -5,7 +5,8 @@ the records), the pair it was measured on, a `Claim` that judges the records, an
 why. A claim reads the savings summary (analysis/savings.summarize) and the regime checks (analysis/regime.py):
 
 - a difference counts only where it exceeds the seeds' spread: the gap between two means must be larger than the sum
-  of their sample standard deviations (one seed each: "1 seed", not decided);
+  of their sample standard deviations (one seed each: "1 seed", not decided); where two labels are compared as a
+  difference (LiGO's learning), over the seeds both have run;
 - a pair whose regime checks do not all pass is no test of the claim: its line says what the records show and
   "untested (regime)", never yes or no;
 - labels that are one computation (StackBERT = Net2Net) count once, as the savings tables print them.
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.identical import merge
+from analysis.savings import summarize
 from analysis.tables import display, is_variant, one_label_a_computation
 
 UNTESTED = "untested (regime)"
@@ -99,7 +101,8 @@ class Verdict:
 class Claim:
     """How a paper result is judged on the records of one pair (subclasses)."""
 
-    def judge(self, summary, runs, task: str, scale: str) -> Verdict | None:     # None: no runs for it
+    def judge(self, summary, runs, task: str, scale: str, seeds) -> Verdict | None:     # None: no runs for it
+        """`summary`: analysis/savings.summarize of `seeds` (analysis/savings.all_savings: one row per run)."""
         raise NotImplementedError
 
 
@@ -119,7 +122,7 @@ class First(Claim):
     """The method saves the most FLOPs of the main comparison, ahead of the next by more than the spread."""
     methods: tuple[str, ...] = LIGO
 
-    def judge(self, summary, runs, task, scale):
+    def judge(self, summary, runs, task, scale, seeds):
         ranked = savings_of(summary, runs, task, scale)
         method = present(summary, task, scale, self.methods)
         mine = [v for v in ranked if v.label == method]
@@ -145,7 +148,7 @@ class Ahead(Claim):
     other: str
     methods: tuple[str, ...] = LIGO
 
-    def judge(self, summary, runs, task, scale):
+    def judge(self, summary, runs, task, scale, seeds):
         method = present(summary, task, scale, self.methods)
         found = {v.label: v for v in savings_of(summary, runs, task, scale, (method, self.other))}
         if method not in found or self.other not in found:
@@ -165,7 +168,7 @@ class Saves(Claim):
     suffix: str = ""
     methods: tuple[str, ...] = LIGO
 
-    def judge(self, summary, runs, task, scale):
+    def judge(self, summary, runs, task, scale, seeds):
         label = present(summary, task, scale, tuple(m + self.suffix for m in self.methods))
         found = savings_of(summary, runs, task, scale, (label,))
         if not found:
@@ -182,7 +185,7 @@ class Adds(Claim):
     method: str
     suffixes: tuple[str, ...]
 
-    def judge(self, summary, runs, task, scale):
+    def judge(self, summary, runs, task, scale, seeds):
         labels = (self.method,) + tuple(f"{self.method}-{s}" for s in self.suffixes)
         found = {v.label: v for v in savings_of(summary, runs, task, scale, labels)}
         if self.method not in found or len(found) == 1:
@@ -210,7 +213,7 @@ class FitSteps(Claim):
     start that has fit-steps variants (`<start>-fit<N>`)."""
     starts: tuple[str, ...] = ("ligo", "ligo_copy")
 
-    def judge(self, summary, runs, task, scale):
+    def judge(self, summary, runs, task, scale, seeds):
         r = runs[(runs["task"] == task) & (runs["scale"] == scale) & (runs["role"] == "large")]
         s = summary[(summary["task"] == task) & (summary["scale"] == scale)]
         parts, verdicts = [], []
@@ -234,32 +237,58 @@ class FitSteps(Claim):
 @dataclass(frozen=True)
 class Learns(Claim):
     """LiGO's learning adds to its initialisation: the run with its fit saves more than the one without
-    (`<method>-nofit`); the other fits of the learning sweep are reported beside it."""
+    (`<method>-nofit`); the other fits of the learning sweep are reported beside it. Each fit is compared with the
+    no-fit run on the seeds both have (a sweep half done compares like with like, and its cell names those seeds)."""
     method: str = "ligo"
     others: tuple[str, ...] = ("movingfit", "longfit")
 
-    def judge(self, summary, runs, task, scale):
-        labels = (self.method, f"{self.method}-nofit") + tuple(f"{self.method}-{o}" for o in self.others)
+    def judge(self, summary, runs, task, scale, seeds):
+        bare = f"{self.method}-nofit"
+        labels = (self.method, bare) + tuple(f"{self.method}-{o}" for o in self.others)
         found = {v.label: v for v in savings_of(summary, runs, task, scale, labels)}
-        nofit = found.get(f"{self.method}-nofit")
-        if nofit is None or self.method not in found:
+        if bare not in found or self.method not in found:
             return None
-        cells = [f"no fit {nofit.number}"]
-        best = None
+        cells = [f"no fit {found[bare].number}"]
+        best = None                                   # (the fit, the no-fit run) on their common seeds
         for label, name in [(self.method, "authors' fit")] + [(f"{self.method}-{o}", o) for o in self.others]:
-            v = found.get(label)
-            if v is None:
+            if label not in found:
                 continue
-            # a difference of means over other seeds than the no-fit's says so (a sweep half done)
-            fewer = f" ({v.seeds} seed{'s' * (v.seeds > 1)})" if v.seeds != nofit.seeds else ""
-            cells.append(f"{name} {'not reached' if not v.reached else f'{100 * (v.mean - nofit.mean):+.1f}'}{fewer}")
-            if v.reached and (best is None or v.mean > best.mean):
-                best = v
+            pair, common = on_common_seeds(seeds, runs, task, scale, (label, bare))
+            if pair is None:
+                cells.append(f"{name}: {'no seed in common with' if not common else 'one computation with'} no fit")
+                continue
+            fit, nofit = pair
+            where = "" if common is None else f" ({' '.join(f's{x}' for x in common)})"
+            gain = "not reached" if not fit.reached else f"saves {fit.number}" if not nofit.reached else \
+                f"{100 * (fit.mean - nofit.mean):+.1f}"
+            cells.append(f"{name} {gain}{where}")
+            if fit.reached and (best is None or gain_of(pair) > gain_of(best)):
+                best = pair
         if best is None:
             return Verdict("; ".join(cells), "no")
-        verdict = apart(best, nofit)
+        verdict = apart(*best)
         return Verdict("; ".join(cells), {True: "yes", False: "no: within the spread or below",
                                           None: "not decided (1 seed)"}[verdict])
+
+
+def gain_of(pair: tuple[Saving, Saving]) -> float:
+    """A fit's saving over the no-fit run's (fractions); infinite where only the fit reached scratch's final."""
+    fit, nofit = pair
+    return math.inf if not nofit.reached else fit.mean - nofit.mean
+
+
+def on_common_seeds(seeds: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str, labels: tuple[str, str]):
+    """The two labels' savings over the seeds both ran, and those seeds (None where each ran the same ones); no pair
+    (None) where they share no seed (seeds []) or are one computation (analysis/identical.py)."""
+    mine = seeds[(seeds["task"] == task) & (seeds["scale"] == scale) & seeds["label"].isin(labels)]
+    ran = [set(mine.loc[mine["label"] == label, "seed"]) for label in labels]
+    common = sorted(ran[0] & ran[1])
+    if not common:
+        return None, []
+    found = {v.label: v for v in savings_of(summarize(mine[mine["seed"].isin(common)]), runs, task, scale, labels)}
+    if len(found) < 2:                 # one computation under both labels: no difference to state
+        return None, common
+    return (found[labels[0]], found[labels[1]]), (None if ran[0] == ran[1] else common)
 
 
 @dataclass(frozen=True)
@@ -268,7 +297,7 @@ class Static(Claim):
     result: str
     reproduced: str
 
-    def judge(self, summary, runs, task, scale):
+    def judge(self, summary, runs, task, scale, seeds):
         return Verdict(self.result, self.reproduced)
 
 
@@ -339,17 +368,19 @@ def anchor(heading: str) -> str:
     return kept.replace(" ", "-")
 
 
-def verdict_table(summary: pd.DataFrame, runs: pd.DataFrame, checks, scale: str,
+def verdict_table(seeds: pd.DataFrame, runs: pd.DataFrame, checks, scale: str,
                   reproduce: str = "../../REPRODUCE.md") -> pd.DataFrame:
     """One row per paper result whose pair has runs at `scale` (Static rows always): the paper's claim, what the
-    records show, the regime, whether it reproduces, and the section that says why (a link into REPRODUCE.md)."""
+    records show, the regime, whether it reproduces, and the section that says why (a link into REPRODUCE.md).
+    `seeds`: the savings per run (analysis/savings.all_savings)."""
+    summary = summarize(seeds)
     rows = []
     for p in PAPER_RESULTS:
         static = isinstance(p.claim, Static)
         has_runs = (not summary.empty and ((summary["task"] == p.task) & (summary["scale"] == scale)).any())
         if not (static or has_runs):
             continue
-        v = p.claim.judge(summary, runs, p.task, scale)
+        v = p.claim.judge(summary, runs, p.task, scale, seeds)
         if v is None:
             continue
         regime = "--" if static else regime_status(checks, p.task, scale)
