@@ -77,7 +77,7 @@ def apart(a: Saving, b: Saving) -> bool | None:
         return True
     if math.isnan(a.std) or math.isnan(b.std):
         return None
-    return a.mean - b.mean > a.std + b.std
+    return bool(a.mean - b.mean > a.std + b.std)          # a bool, not numpy's: callers test `is False`
 
 
 def regime_status(checks, task: str, scale: str) -> str:
@@ -250,8 +250,11 @@ class Learns(Claim):
             return None
         cells = [f"no fit {found[bare].number}"]
         best = None                                   # (the fit, the no-fit run) on their common seeds
+        missing = []                                  # fits of the sweep not run yet: a "no" may still turn
         for label, name in [(self.method, "authors' fit")] + [(f"{self.method}-{o}", o) for o in self.others]:
             if label not in found:
+                cells.append(f"{name} not run")
+                missing.append(name)
                 continue
             pair, common = on_common_seeds(seeds, runs, task, scale, (label, bare))
             if pair is None:
@@ -264,11 +267,12 @@ class Learns(Claim):
             cells.append(f"{name} {gain}{where}")
             if fit.reached and (best is None or gain_of(pair) > gain_of(best)):
                 best = pair
-        if best is None:
-            return Verdict("; ".join(cells), "no")
-        verdict = apart(*best)
-        return Verdict("; ".join(cells), {True: "yes", False: "no: within the spread or below",
-                                          None: "not decided (1 seed)"}[verdict])
+        verdict = False if best is None else apart(*best)
+        reproduced = {True: "yes", False: "no: within the spread or below" if best else "no",
+                      None: "not decided (1 seed)"}[verdict]
+        if missing and verdict is False:
+            reproduced += f" (so far: {', '.join(missing)} not run)"
+        return Verdict("; ".join(cells), reproduced)
 
 
 def gain_of(pair: tuple[Saving, Saving]) -> float:
