@@ -2,7 +2,8 @@
 
 Each `PaperResult` names the paper's claim in a few words (the paper's own numbers: constants of the paper, not of
 the records), the pair it was measured on, a `Claim` that judges the records, and the REPRODUCE.md section that says
-why. A claim reads the savings summary (analysis/savings.summarize) and the regime checks (analysis/regime.py):
+why. A claim reads the savings summary (analysis/savings.summarize), where it compares seed with seed the savings
+per run it summarises (analysis/savings.all_savings), and the regime checks (analysis/regime.py):
 
 - a difference counts only where it exceeds the seeds' spread: the gap between two means must be larger than the sum
   of their sample standard deviations (one seed each: "1 seed", not decided); where two labels are compared as a
