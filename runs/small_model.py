@@ -86,15 +86,16 @@ def check_small_dir(task, small_dir: Path) -> None:
                          f"grows a {task.family} model (give a {task.family} save_pretrained/export directory)")
 
 
-def copy_pretrained_for_another_task(task, seed: int, cache: Path, log) -> None:
+def copy_pretrained_for_another_task(task, seed: int, cache: Path, log) -> bool:
     """Give `cache` another pair's pretraining of the same small model (weights and record, under this task's name,
-    marked as the same computation), if there is one; a pretraining of its own cut short is replaced."""
+    marked as the same computation), if there is one; a pretraining of its own cut short is replaced. True where
+    this call copied it."""
     twin = pretrained_for_another_task(task, seed)
     if twin is None:
-        return
+        return False
     with RunLock(cache, wait=True, on_wait=lambda who: log(f"waiting for {who}: it holds {cache}")):
         if (cache / SUMMARY).exists():
-            return
+            return False
         log(f"no --small given: the small model is the one pretrained in {twin} (same weights, data, recipe and "
             f"seed): copied -> {cache}")
         clear_run(cache)
@@ -102,6 +103,7 @@ def copy_pretrained_for_another_task(task, seed: int, cache: Path, log) -> None:
                   "same_computation_as": f"{twin.parent.name}/{twin.name}"}
         # not its eval.json: that record names the task it was evaluated for; these weights are evaluated anew
         copy_record(twin, cache, config, dirs=("model",), skip=(EVAL_FILE,))
+    return True
 
 
 def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress: bool, pretrain):
@@ -124,9 +126,13 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
                              f"{task.name} needs {task.small.short()}")
         return model, {**small_identity(task, seed, small_dir), "pretrain_flops": None}
     cache = small_cache_dir(task, seed)
+    # how this run came by it, for its record (the source is "cache" in every case): a run that pretrained the small
+    # model counts that pretraining's wall time in its own, one that found it there does not
+    obtained = "found in the cache"
     with distributed.main_first():     # under torchrun every rank then sees the copy, or none
         if distributed.is_main() and not (cache / SUMMARY).exists():
-            copy_pretrained_for_another_task(task, seed, cache, log)
+            if copy_pretrained_for_another_task(task, seed, cache, log):
+                obtained = "copied from another pair's pretraining"
     if not (cache / SUMMARY).exists():
         # one process pretrains, any other run needing the same small model waits for it and then reads it
         lock = RunLock(cache, wait=True, on_wait=lambda who: log(f"waiting for {who}: it is pretraining the "
@@ -136,11 +142,12 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
                 log(f"no --small given: pretraining the small model first ({task.small.layers} layers, "
                     f"hidden {task.small.hidden}, {task.small_recipe.steps} steps) -> {cache}")
                 pretrain(task, seed, cache, device, log, progress)
+                obtained = "pretrained by this run"
     summary = read_json(cache / SUMMARY)
     check_cached_tokenizer(task, cache)
     model = family.load(cache / "model")
     return model, {"path": str(cache), "pretrain_flops": summary["flops"], "pretrain_wall": summary["wall"],
-                   "source": "cache"}
+                   "source": "cache", "obtained": obtained}
 
 
 def check_cached_tokenizer(task, cache: Path) -> None:

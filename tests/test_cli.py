@@ -36,8 +36,11 @@ def test_growth_method_pretrains_and_caches_the_small_model(tmp_path, capsys):
     assert "pretraining the small model first" in capsys.readouterr().err
     assert call(*args, "--out", str(tmp_path / "b")) == 0
     assert "pretraining the small model first" not in capsys.readouterr().err
-    small = load_run(tmp_path / "b").config["small"]
-    assert small["source"] == "cache" and small["pretrain_flops"] > 0
+    first, second = (load_run(tmp_path / d).config["small"] for d in "ab")
+    assert second["source"] == "cache" and second["pretrain_flops"] > 0
+    # both grew from the one cache entry; the record says which run paid for its pretraining
+    assert first["path"] == second["path"] and first["pretrain_flops"] == second["pretrain_flops"]
+    assert (first["obtained"], second["obtained"]) == ("pretrained by this run", "found in the cache")
 
 
 def test_small_recipe_settings_change_the_small_models_pretraining_only(tmp_path, capsys):

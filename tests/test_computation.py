@@ -135,10 +135,12 @@ def test_a_small_model_pretrained_first_for_a_grown_recipe_run_is_copied_for_the
     base, large = get_task("bert_small_base", "tiny"), get_task("bert_small_large", "tiny")
     grown = apply_grown_recipe(base, "warmup0", True, set())
     assert grown.recipe != base.recipe and grown.small_task().to_dict() == base.small_task().to_dict()
-    small_model.resolve_small(grown, 0, None, torch.device("cpu"), lambda msg: None, False, pretrain_small)
+    _, first = small_model.resolve_small(grown, 0, None, torch.device("cpu"), lambda msg: None, False, pretrain_small)
     record = load_run(small_model.small_cache_dir(grown, 0)).config["task"]
     assert "grown_recipe" not in record and "grown_changes" not in record
     assert small_model.pretrained_for_another_task(large, 0) == small_model.small_cache_dir(grown, 0)
+    _, copied = small_model.resolve_small(large, 0, None, torch.device("cpu"), lambda msg: None, False, pretrain_small)
+    assert (first["obtained"], copied["obtained"]) == ("pretrained by this run", "copied from another pair's pretraining")
 
 
 def test_a_pretraining_record_that_names_a_grown_recipe_is_still_the_same_computation(tmp_path, monkeypatch):
