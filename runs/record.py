@@ -95,8 +95,11 @@ def run_identity(config: dict) -> str:
     replaced) from its own. Not its creation time or environment: a checkpoint of a run with the same settings is
     the same computation."""
     distributed = config.get("distributed") or {"world_size": 1}
+    small = config.get("small")
+    if isinstance(small, dict):     # how the run came by its small model is provenance, not the computation
+        small = {k: v for k, v in small.items() if k != "obtained"}
     record = {"task": comparable_task(config.get("task")), "method": comparable_method(config.get("method")),
-              "strategies": config.get("strategies"), "seed": config.get("seed"), "small": config.get("small"),
+              "strategies": config.get("strategies"), "seed": config.get("seed"), "small": small,
               "distributed": [distributed.get("world_size"), distributed.get("mode")]}
     return hashlib.sha1(json.dumps(jsonable(record), sort_keys=True).encode()).hexdigest()
 

@@ -95,3 +95,15 @@ def test_ledger_rejects_unknown_phase_and_negative_flops():
         ledger.add("eval", 1)
     with pytest.raises(ValueError):
         ledger.add("forward", -1)
+
+
+def test_how_a_run_came_by_its_small_model_is_provenance_not_its_identity():
+    """A checkpoint names its run by run_identity: a run that pretrained its small model, one that found it cached and
+    one recorded before `obtained` existed are the same computation; another small model is not."""
+    from runs.record import run_identity
+    small = {"path": "cache/small/x", "source": "cache", "pretrain_flops": 1e12, "pretrain_wall": 60.0}
+    config = {"task": {"name": "t"}, "method": {"name": "ligo"}, "seed": 0}
+    ids = [run_identity({**config, "small": {**small, **extra}})
+           for extra in ({"obtained": "pretrained by this run"}, {"obtained": "found in the cache"}, {})]
+    assert len(set(ids)) == 1
+    assert run_identity({**config, "small": {**small, "path": "cache/small/y"}}) != ids[0]
