@@ -245,21 +245,21 @@ class Learns(Claim):
 
     def judge(self, summary, runs, task, scale, seeds):
         bare = f"{self.method}-nofit"
-        labels = (self.method, bare) + tuple(f"{self.method}-{o}" for o in self.others)
-        found = {v.label: v for v in savings_of(summary, runs, task, scale, labels)}
+        fits = [(self.method, "authors' fit")] + [(f"{self.method}-{o}", o) for o in self.others]
+        found = {v.label: v for v in savings_of(summary, runs, task, scale, (bare,) + tuple(f for f, _ in fits))}
         if bare not in found or self.method not in found:
             return None
         cells = [f"no fit {found[bare].number}"]
         best = None                                   # (the fit, the no-fit run) on their common seeds
         missing = []                                  # fits of the sweep not run yet: a "no" may still turn
-        for label, name in [(self.method, "authors' fit")] + [(f"{self.method}-{o}", o) for o in self.others]:
+        for label, name in fits:
             if label not in found:
                 cells.append(f"{name} not run")
                 missing.append(name)
                 continue
             pair, common = on_common_seeds(seeds, runs, task, scale, (label, bare))
             if pair is None:
-                cells.append(f"{name}: {'no seed in common with' if not common else 'one computation with'} no fit")
+                cells.append(f"{name}: no seed in common with no fit")
                 continue
             fit, nofit = pair
             where = "" if common is None else f" ({' '.join(f's{x}' for x in common)})"
@@ -283,16 +283,14 @@ def gain_of(pair: tuple[Saving, Saving]) -> float:
 
 
 def on_common_seeds(seeds: pd.DataFrame, runs: pd.DataFrame, task: str, scale: str, labels: tuple[str, str]):
-    """The two labels' savings over the seeds both ran, and those seeds (None where each ran the same ones); no pair
-    (None) where they share no seed (seeds []) or are one computation (analysis/identical.py)."""
+    """The two labels' savings over the seeds both ran, and those seeds (None where each ran the same ones); (None,
+    []) where they share no seed. The labels are two computations (savings_of kept both over all their seeds)."""
     mine = seeds[(seeds["task"] == task) & (seeds["scale"] == scale) & seeds["label"].isin(labels)]
     ran = [set(mine.loc[mine["label"] == label, "seed"]) for label in labels]
     common = sorted(ran[0] & ran[1])
     if not common:
         return None, []
     found = {v.label: v for v in savings_of(summarize(mine[mine["seed"].isin(common)]), runs, task, scale, labels)}
-    if len(found) < 2:                 # one computation under both labels: no difference to state
-        return None, common
     return (found[labels[0]], found[labels[1]]), (None if ran[0] == ran[1] else common)
 
 
