@@ -41,10 +41,16 @@ class Saving:
 
     @property
     def number(self) -> str:
-        """"47.5 ± 3.5" (percent), "47.5" for one seed, "not reached"."""
+        """"47.5 ± 3.5" (percent), "47.5" for one seed, "not reached"; the mean is over the seeds that reached
+        scratch's final, so where some did not it says so: "47.5 (2 of 3 seeds reached)"."""
         if self.reached == 0:
             return "not reached"
-        return f"{100 * self.mean:.1f}" + ("" if math.isnan(self.std) else f" ± {100 * self.std:.1f}")
+        return f"{100 * self.mean:.1f}" + ("" if math.isnan(self.std) else f" ± {100 * self.std:.1f}") + self.partly
+
+    @property
+    def partly(self) -> str:
+        """" (2 of 3 seeds reached)" where some seeds did not reach scratch's final, else ""."""
+        return f" ({self.reached} of {self.seeds} seeds reached)" if 0 < self.reached < self.seeds else ""
 
     @property
     def cell(self) -> str:
@@ -182,7 +188,8 @@ class Saves(Claim):
 
 @dataclass(frozen=True)
 class Adds(Claim):
-    """Each variant of `method` (its labels `<method>-<suffix>`) saves more than `method` itself."""
+    """Each variant of `method` (its labels `<method>-<suffix>`) saves more than `method` itself, each compared with
+    `method` on the seeds both have run (a variant run at fewer seeds is compared like with like; its cell names them)."""
     method: str
     suffixes: tuple[str, ...]
 
@@ -191,16 +198,20 @@ class Adds(Claim):
         found = {v.label: v for v in savings_of(summary, runs, task, scale, labels)}
         if self.method not in found or len(found) == 1:
             return None
-        base = found[self.method]
         cells, verdicts = [], []
         for suffix in self.suffixes:
-            v = found.get(f"{self.method}-{suffix}")
-            if v is None or not v.reached:
-                cells.append(f"{suffix} {'not run' if v is None else 'not reached'}")
+            label = f"{self.method}-{suffix}"
+            if label not in found:
+                cells.append(f"{suffix} not run")
                 continue
-            cells.append(f"{suffix} {100 * (v.mean - base.mean):+.1f}")
-            verdicts.append(apart(v, base))
-        result = f"over {base.cell}: " + ", ".join(cells)
+            pair, common = on_common_seeds(seeds, runs, task, scale, (label, self.method))
+            if pair is None:
+                cells.append(f"{suffix}: no seed in common")
+                verdicts.append(None)
+                continue
+            cells.append(f"{suffix} {difference(*pair)}{seeds_named(common)}")
+            verdicts.append(apart(*pair))
+        result = f"over {found[self.method].cell}: " + ", ".join(cells)
         if not verdicts or None in verdicts:
             return Verdict(result, "not decided (1 seed)" if None in verdicts else "--")
         n = sum(verdicts)
@@ -261,12 +272,8 @@ class Learns(Claim):
             if pair is None:
                 cells.append(f"{name}: no seed in common with no fit")
                 continue
-            fit, nofit = pair
-            where = "" if common is None else f" ({' '.join(f's{x}' for x in common)})"
-            gain = "not reached" if not fit.reached else f"saves {fit.number}" if not nofit.reached else \
-                f"{100 * (fit.mean - nofit.mean):+.1f}"
-            cells.append(f"{name} {gain}{where}")
-            if fit.reached and (best is None or gain_of(pair) > gain_of(best)):
+            cells.append(f"{name} {difference(*pair)}{seeds_named(common)}")
+            if pair[0].reached and (best is None or gain_of(pair) > gain_of(best)):
                 best = pair
         verdict = False if best is None else apart(*best)
         reproduced = {True: "yes", False: "no: within the spread or below" if best else "no",
@@ -274,6 +281,20 @@ class Learns(Claim):
         if missing and verdict is False:
             reproduced += f" (so far: {', '.join(missing)} not run)"
         return Verdict("; ".join(cells), reproduced)
+
+
+def difference(variant: Saving, base: Saving) -> str:
+    """The variant's saving over the base's, in points ("+2.5"); what it saves where only it reaches scratch's final."""
+    if not variant.reached:
+        return "not reached"
+    if not base.reached:
+        return f"saves {variant.number}"
+    return f"{100 * (variant.mean - base.mean):+.1f}" + variant.partly
+
+
+def seeds_named(common: list[int] | None) -> str:
+    """" (s0 s1)": the seeds a difference was taken on, where they are fewer than the labels ran."""
+    return "" if common is None else f" ({' '.join(f's{x}' for x in common)})"
 
 
 def gain_of(pair: tuple[Saving, Saving]) -> float:

@@ -107,3 +107,33 @@ def test_a_fit_that_reaches_scratchs_final_where_no_fit_does_not_is_learning(tmp
     line = table(tmp_path).loc["§3.2 (learning): BERT-Small→Base"]
     assert line["Records"] == "no fit not reached; authors' fit saves 22.5 ± 3.5; movingfit not run; longfit not run"
     assert line["Reproduced"] == "yes"
+
+
+def test_a_variant_run_at_fewer_seeds_is_compared_with_its_method_on_the_seeds_both_have(tmp_path):
+    """Figure 5's line: a variant with seed 0 only is compared with LiGO's seed 0, not with its two-seed mean; one seed
+    in common decides nothing, and a variant that reaches scratch's final at one seed of two says so."""
+    for seed in (0, 1):
+        write_run(tmp_path, "scratch", SCRATCH, seed=seed)
+    write(tmp_path, "ligo", (200, 280))                       # 50.0 and 30.0: mean 40.0
+    write(tmp_path, "ligo-layerdrop", (180, 260))             # +5.0 on both seeds: within 14.1 + 14.1
+    write(tmp_path, "ligo-tokendrop", (190,), seeds=(0,))     # 52.5: +2.5 over LiGO's seed 0 (not +12.5)
+    line = table(tmp_path).loc["Fig. 5: BERT-Small→Base"]
+    assert line["Records"] == "over LiGO 40.0 ± 14.1: layerdrop +5.0, tokendrop +2.5 (s0), staged not run"
+    assert line["Reproduced"] == "not decided (1 seed)"
+    write_run(tmp_path, "ligo", [(0, 0, 9.0), (2, 200, 5.0), (4, 400, 4.5)], seed=1, label="ligo-tokendrop")
+    line = table(tmp_path).loc["Fig. 5: BERT-Small→Base"]
+    # the mean is over the seed that reached: the cell says so, and one seed's number decides nothing
+    assert line["Records"] == ("over LiGO 40.0 ± 14.1: layerdrop +5.0, tokendrop +12.5 (1 of 2 seeds reached), "
+                               "staged not run")
+    assert line["Reproduced"] == "not decided (1 seed)"
+
+
+def test_a_saving_over_the_seeds_that_reached_says_how_many_did(tmp_path):
+    for seed in (0, 1):
+        write_run(tmp_path, "scratch", SCRATCH, seed=seed)
+    write(tmp_path, "stackbert", (300, 320))                  # 25% and 20%
+    write(tmp_path, "ligo", (200,), seeds=(0,))               # 50% at seed 0; seed 1 never reaches 4.0
+    write_run(tmp_path, "ligo", [(0, 0, 9.0), (2, 200, 5.0), (4, 400, 4.5)], seed=1, label="ligo")
+    line = table(tmp_path).loc["Table 1, Fig. 2(a-b): BERT-Small→Base"]
+    assert line["Records"] == "LiGO 50.0 (1 of 2 seeds reached), 1st of 2; next: StackBERT 22.5 ± 3.5"
+    assert line["Reproduced"] == "not decided (1 seed)"
