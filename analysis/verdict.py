@@ -143,7 +143,8 @@ class First(Claim):
         rival = others[0]
         result += f"; {'next' if place == 1 else 'first'}: {rival.cell}"
         if place > 1:
-            return Verdict(result, "no" if apart(rival, me) else "partly: level within the spread")
+            return Verdict(result, {True: "no", False: "partly: level within the spread",
+                                    None: "not decided (1 seed)"}[apart(rival, me)])
         verdict = apart(me, rival)
         return Verdict(result, {True: "yes", False: "partly: first within the spread",
                                 None: "not decided (1 seed)"}[verdict])

@@ -137,3 +137,10 @@ def test_a_saving_over_the_seeds_that_reached_says_how_many_did(tmp_path):
     line = table(tmp_path).loc["Table 1, Fig. 2(a-b): BERT-Small→Base"]
     assert line["Records"] == "LiGO 50.0 (1 of 2 seeds reached), 1st of 2; next: StackBERT 22.5 ± 3.5"
     assert line["Reproduced"] == "not decided (1 seed)"
+    # a rival ahead on one seed's number: LiGO's place is not decided either
+    write(tmp_path, "bert2bert", (100,), seeds=(0,))          # 75% at seed 0; seed 1 never reaches 4.0
+    write_run(tmp_path, "bert2bert", [(0, 0, 9.0), (2, 200, 5.1), (4, 400, 4.6)], seed=1, label="bert2bert")
+    line = table(tmp_path).loc["Table 1, Fig. 2(a-b): BERT-Small→Base"]
+    assert line["Records"] == ("LiGO 50.0 (1 of 2 seeds reached), 2nd of 3; "
+                               "first: bert2BERT 75.0 (1 of 2 seeds reached)")
+    assert line["Reproduced"] == "not decided (1 seed)"
