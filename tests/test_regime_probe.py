@@ -123,3 +123,42 @@ def test_a_probe_stopped_by_sigterm_stops_the_tool_it_runs(tmp_path):
     err = log.read_text()
     assert probe.returncode == 128 + signal.SIGTERM, err[-2000:]
     assert "stopped by SIGTERM" in err
+
+
+def test_a_probe_of_the_regime_scales_task_is_adopted_as_the_comparisons_runs(tmp_path, capsys, monkeypatch):
+    """BERT's 3x probe trained exactly the regime scale's pair: adopted, its scratch runs and controls are the records
+    records/regime holds (copied by hand before the tool), and the sweep takes them as complete; adopted again,
+    nothing moves. A probe of another budget, or with no seed complete at the regime scale, is refused in one line,
+    nothing written."""
+    from bench.sweeps.cli import main as sweep
+    committed = ROOT / "records" / "probes" / "bert-96-144-3x"
+    runs, controls = tmp_path / "regime", tmp_path / "regime-control"
+    monkeypatch.chdir(ROOT)          # copied_from names the probe as given: relative to the checkout, as committed
+    probe = committed.relative_to(ROOT)
+    assert main(["--adopt", str(probe), "--runs", str(runs), "--controls", str(controls)]) == 0
+    for seed in (0, 1):
+        for root, committed_root, run in ((runs, "regime", f"bert_small_base-regime/scratch-s{seed}"),
+                                          (controls, "regime-control",
+                                           f"bert_small_base_smallcont-regime/direct_copy-s{seed}")):
+            assert (root / run / "metrics.jsonl").read_bytes() == \
+                (ROOT / "records" / committed_root / run / "metrics.jsonl").read_bytes()
+            config = json.loads((root / run / "config.json").read_text())
+            assert config["copied_from"] == json.loads(
+                (ROOT / "records" / committed_root / run / "config.json").read_text())["copied_from"]
+    capsys.readouterr()
+    assert sweep(["bert", "--methods", "scratch", "--seeds", "0", "1", "--out", str(runs), "--dry-run"]) == 0
+    said = capsys.readouterr()
+    assert (said.out + said.err).count("complete, skipped") == 2
+    assert main(["--adopt", str(probe), "--runs", str(runs), "--controls", str(controls)]) == 0
+    assert "adopted 0 record(s)" in capsys.readouterr().out
+
+    other = tmp_path / "other"
+    for name, said in (("bert-96-144-2x", "differs in: recipe.steps, small_recipe.steps"),     # the pair at 2x
+                       ("bert-2x", "no seed with its control and scratch complete at the regime scale")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--adopt", str(ROOT / "records" / "probes" / name), "--runs", str(other / "r"),
+                  "--controls", str(other / "c")])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert said in err and len(err.splitlines()) == 1
+        assert not other.exists()

@@ -4,6 +4,8 @@ small model trained on with nothing grown, scratch) and tabulates the regime che
     python -m bench.experiments.regime_probe bert_small_base --scale mini --set steps=3200 --set small_recipe.steps=3200 \\
         --seeds 0 1 --out probes/b128-3200                 # trains what is missing (resumable), then the table
     python -m bench.experiments.regime_probe --table probes/* [--json bench/results/regime_probe.json]   # the table only
+    python -m bench.experiments.regime_probe --adopt records/probes/gpt2-4x --runs records/regime \\
+        --controls records/regime-control      # a probe of the regime scale's own task: its runs join the comparison
 
 A probe is `--set` settings on a task (a budget, a custom pair: small.hidden=64 ...), trained into its own `--out`:
 the control by bench/experiments/small_continued.py (which pretrains the small model, cached as every run's is), scratch by
@@ -79,6 +81,47 @@ def keep_small_records(out: Path) -> None:
         cached = small_record(read_json(control_dir / CONFIG))
         if (cached / SUMMARY).exists() and not (out / SMALL / cached.name / SUMMARY).exists():
             copy_record(cached, out / SMALL / cached.name, read_json(cached / CONFIG))
+
+
+def adopt(probe: Path, runs: Path, controls: Path, scale: str = "regime") -> list[tuple[Path, Path]]:
+    """Copy a probe's scratch runs and controls into a comparison's roots (`runs`, `controls`), where the probe trained
+    exactly `scale`'s task: the comparison then takes them as its own (a sweep says "complete, skipped"), with
+    config.json `copied_from` naming the source. Everything is checked before anything is copied: a probe of other
+    settings (a budget or a pair `--set` differently) is refused, naming what differs, and so is a destination that
+    holds another record; one that holds this very copy is left as it is. Returns the (source, destination) pairs
+    copied."""
+    from bench.experiments.small_continued import METHOD, continued_task
+    from bench.sweeps.records import stale_reason
+    from methods import get_method
+    from runs.record import CONFIG, copy_record
+    from tasks import get_task
+    plan, complete = [], 0
+    for control in sorted((probe / CONTROLS).glob(f"*-{scale}/{METHOD}-s*")):
+        seed = int(control.name.rsplit("-s", 1)[1])
+        name = control.parent.name.removesuffix(f"-{scale}").removesuffix("_smallcont")
+        scratch = probe / RUNS / f"{name}-{scale}" / f"scratch-s{seed}"
+        if not (control / SUMMARY).exists() or not (scratch / SUMMARY).exists():
+            continue                                  # a seed the probe has not finished: nothing of it moves
+        complete += 1
+        task = get_task(name, scale)
+        for src, dst, why in (
+                (scratch, runs / scratch.parent.name / scratch.name,
+                 stale_reason(scratch, task, get_method("scratch", task=task).for_run(seed), None)),
+                (control, controls / control.parent.name / control.name,
+                 stale_reason(control, continued_task(task), get_method(METHOD), None))):
+            if why:
+                raise ValueError(f"{src} is not {name}'s run at the {scale} scale: {why}")
+            if dst.exists():
+                if read_json(dst / CONFIG).get("copied_from") == str(src) and (dst / SUMMARY).exists():
+                    continue                          # adopted before
+                raise ValueError(f"{dst} exists and is not a copy of {src}; move it away to adopt the probe's run")
+            plan.append((src, dst))
+    if not complete:
+        raise ValueError(f"{probe}: no seed with its control and scratch complete at the {scale} scale "
+                         f"(a probe of another scale is not that scale's runs)")
+    for src, dst in plan:
+        copy_record(src, dst, {**read_json(src / CONFIG), "copied_from": str(src)})
+    return plan
 
 
 def task_sweep(task: str) -> str:
@@ -194,7 +237,22 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help="the probe's folder (its runs, then its table)")
     ap.add_argument("--table", nargs="+", type=Path, metavar="PROBE", help="tabulate these probe folders only")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here, and the table beside it (.md)")
+    ap.add_argument("--adopt", type=Path, metavar="PROBE", help="copy this probe's scratch runs and controls into "
+                    "--runs and --controls (the regime scale's roots), where it trained the regime scale's task")
+    ap.add_argument("--runs", type=Path, help="with --adopt: the comparison's root (records/regime)")
+    ap.add_argument("--controls", type=Path, help="with --adopt: its controls' root (records/regime-control)")
     args = ap.parse_args(argv)
+    if args.adopt is not None:
+        with refused_as_one_line():
+            if args.runs is None or args.controls is None or args.task or args.table:
+                raise ValueError("--adopt PROBE takes --runs and --controls (and no task or --table)")
+            if not (args.adopt / CONTROLS).is_dir():
+                raise ValueError(f"--adopt {args.adopt}: not a probe folder (no {CONTROLS}/ in it)")
+            copied = adopt(args.adopt, args.runs, args.controls)
+        for src, dst in copied:
+            print(f"{dst}: copied from {src}")
+        print(f"adopted {len(copied)} record(s) from {args.adopt}" + ("" if copied else " (all there already)"))
+        return 0
     with refused_as_one_line():
         if args.table is None and (args.task is None or args.out is None):
             raise ValueError("give a task and --out to probe one, or --table PROBE... to tabulate probes")
