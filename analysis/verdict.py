@@ -7,7 +7,9 @@ per run it summarises (analysis/savings.all_savings), and the regime checks (ana
 
 - a difference counts only where it exceeds the seeds' spread: the gap between two means must be larger than the sum
   of their sample standard deviations (one seed each: "1 seed", not decided); where two labels are compared as a
-  difference (LiGO's learning), over the seeds both have run;
+  difference (LiGO's learning, Figure 5's variants), over the seeds both have run;
+- a saving is a mean over the seeds that reached scratch's final value: a cell says where some did not ("2 of 3
+  seeds reached");
 - a pair whose regime checks do not all pass is no test of the claim: its line says what the records show and
   "untested (regime)", never yes or no;
 - labels that are one computation (StackBERT = Net2Net) count once, as the savings tables print them.
