@@ -91,6 +91,7 @@ def adopt(probe: Path, runs: Path, controls: Path, scale: str = "regime") -> lis
     holds another record; one that holds this very copy is left as it is. Returns the (source, destination) pairs
     copied."""
     from bench.experiments.small_continued import METHOD, continued_task
+    from bench.experiments.small_continued import run_dir as control_dir
     from bench.sweeps.records import stale_reason
     from methods import get_method
     from runs.record import CONFIG, copy_record
@@ -107,7 +108,7 @@ def adopt(probe: Path, runs: Path, controls: Path, scale: str = "regime") -> lis
         for src, dst, why in (
                 (scratch, runs / scratch.parent.name / scratch.name,
                  stale_reason(scratch, task, get_method("scratch", task=task).for_run(seed), None)),
-                (control, controls / control.parent.name / control.name,
+                (control, control_dir(controls, task, seed),         # where the control's own tool writes it
                  stale_reason(control, continued_task(task), get_method(METHOD), None))):
             if why:
                 raise ValueError(f"{src} is not {name}'s run at the {scale} scale: {why}")
