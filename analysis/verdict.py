@@ -189,6 +189,9 @@ class Saves(Claim):
 
 
 
+ONE_SEED, NO_COMMON_SEED = "1 seed", "no seed in common"      # why a variant's comparison is not decided
+
+
 @dataclass(frozen=True)
 class Adds(Claim):
     """Each variant of `method` (its labels `<method>-<suffix>`) saves more than `method` itself, each compared with
@@ -210,13 +213,14 @@ class Adds(Claim):
             pair, common = on_common_seeds(seeds, runs, task, scale, (label, self.method))
             if pair is None:
                 cells.append(f"{suffix}: no seed in common")
-                verdicts.append(None)
+                verdicts.append(NO_COMMON_SEED)
                 continue
             cells.append(f"{suffix} {difference(*pair)}{seeds_named(common)}")
-            verdicts.append(apart(*pair))
+            verdicts.append({None: ONE_SEED}.get(apart(*pair), apart(*pair)))
         result = f"over {found[self.method].cell}: " + ", ".join(cells)
-        if not verdicts or None in verdicts:
-            return Verdict(result, "not decided (1 seed)" if None in verdicts else "--")
+        undecided = list(dict.fromkeys(v for v in verdicts if isinstance(v, str)))
+        if not verdicts or undecided:
+            return Verdict(result, f"not decided ({'; '.join(undecided)})" if undecided else "--")
         n = sum(verdicts)
         return Verdict(result, "yes" if n == len(self.suffixes) else f"partly: {n} of {len(self.suffixes)}"
                        if n else "no")

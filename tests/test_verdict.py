@@ -128,6 +128,19 @@ def test_a_variant_run_at_fewer_seeds_is_compared_with_its_method_on_the_seeds_b
     assert line["Reproduced"] == "not decided (1 seed)"
 
 
+def test_a_variant_with_no_seed_in_common_with_its_method_says_so(tmp_path):
+    """Nothing to compare is not a one-seed comparison: the line names the reason it is not decided."""
+    for seed in (0, 1, 2):
+        write_run(tmp_path, "scratch", SCRATCH, seed=seed)
+    write(tmp_path, "ligo", (200, 280))                       # seeds 0 and 1
+    write(tmp_path, "ligo-layerdrop", (180,), seeds=(2,))     # seed 2 alone
+    line = table(tmp_path).loc["Fig. 5: BERT-Small→Base"]
+    assert line["Records"] == "over LiGO 40.0 ± 14.1: layerdrop: no seed in common, tokendrop not run, staged not run"
+    assert line["Reproduced"] == "not decided (no seed in common)"
+    write(tmp_path, "ligo-tokendrop", (190,), seeds=(0,))     # one seed in common: both reasons, once each
+    assert table(tmp_path).loc["Fig. 5: BERT-Small→Base"]["Reproduced"] == "not decided (no seed in common; 1 seed)"
+
+
 def test_a_saving_over_the_seeds_that_reached_says_how_many_did(tmp_path):
     for seed in (0, 1):
         write_run(tmp_path, "scratch", SCRATCH, seed=seed)
