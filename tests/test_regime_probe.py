@@ -162,3 +162,31 @@ def test_a_probe_of_the_regime_scales_task_is_adopted_as_the_comparisons_runs(tm
         err = capsys.readouterr().err.strip()
         assert said in err and len(err.splitlines()) == 1
         assert not other.exists()
+
+
+def test_a_probe_at_another_budget_is_adopted_with_the_settings_its_comparison_runs(tmp_path, capsys, monkeypatch):
+    """A budget point of the regime's pair (the budget study): the 2x probe is the regime scale's task with
+    `--set steps=3200 --set small_recipe.steps=3200`, so with those settings it is adopted, and the sweep given the
+    same settings takes its scratch runs as complete; a setting the probe did not train, or one no control takes,
+    is refused in one line, nothing written."""
+    from bench.sweeps.cli import main as sweep
+    monkeypatch.chdir(ROOT)
+    probe = str(Path("records") / "probes" / "bert-96-144-2x")
+    runs, controls = tmp_path / "r", tmp_path / "c"
+    budget = ["--set", "steps=3200", "--set", "small_recipe.steps=3200"]
+    assert main(["--adopt", probe, "--runs", str(runs), "--controls", str(controls), *budget]) == 0
+    assert "adopted 4 record(s)" in capsys.readouterr().out
+    assert json.loads((runs / "bert_small_base-regime" / "scratch-s1" / "config.json").read_text())[
+        "copied_from"] == str(Path(probe) / "runs" / "bert_small_base-regime" / "scratch-s1")
+    assert sweep(["bert", "--methods", "scratch", "--seeds", "0", "1", "--out", str(runs), "--dry-run", *budget]) == 0
+    said = capsys.readouterr()
+    assert (said.out + said.err).count("complete, skipped") == 2
+    other = tmp_path / "other"
+    for sets, said in ((["--set", "steps=3200"], "differs in: small_recipe.steps"),
+                       ([*budget, "--set", "fit_steps=0"], "--set fit_steps: the control takes recipe fields")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--adopt", probe, "--runs", str(other / "r"), "--controls", str(other / "c"), *sets])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert said in err and len(err.splitlines()) == 1
+        assert not other.exists()

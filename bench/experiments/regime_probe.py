@@ -83,18 +83,21 @@ def keep_small_records(out: Path) -> None:
             copy_record(cached, out / SMALL / cached.name, read_json(cached / CONFIG))
 
 
-def adopt(probe: Path, runs: Path, controls: Path, scale: str = "regime") -> list[tuple[Path, Path]]:
+def adopt(probe: Path, runs: Path, controls: Path, scale: str = "regime",
+          settings: tuple = ()) -> list[tuple[Path, Path]]:
     """Copy a probe's scratch runs and controls into a comparison's roots (`runs`, `controls`), where the probe trained
-    exactly `scale`'s task: the comparison then takes them as its own (a sweep says "complete, skipped"), with
-    config.json `copied_from` naming the source. Everything is checked before anything is copied: a probe of other
-    settings (a budget or a pair `--set` differently) is refused, naming what differs, and so is a destination that
-    holds another record; one that holds this very copy is left as it is. Returns the (source, destination) pairs
-    copied."""
-    from bench.experiments.small_continued import METHOD, continued_task
+    exactly `scale`'s task with `settings` ((KEY, VALUE) pairs, as the comparison's sweep is given them with --set:
+    a budget point of the regime's pair): the comparison then takes them as its own (a sweep says "complete,
+    skipped"), with config.json `copied_from` naming the source. Everything is checked before anything is copied: a
+    probe of other settings (a budget or a pair `--set` differently) is refused, naming what differs, and so is a
+    destination that holds another record; one that holds this very copy is left as it is. Returns the (source,
+    destination) pairs copied."""
+    from bench.experiments.small_continued import METHOD, check_settings, continued_task
     from bench.experiments.small_continued import run_dir as control_dir
     from bench.sweeps.records import stale_reason
-    from methods import get_method
+    from methods import METHODS, get_method
     from runs.record import CONFIG, copy_record
+    from runs.settings import route
     from tasks import get_task
     plan, complete = [], 0
     for control in sorted((probe / CONTROLS).glob(f"*-{scale}/{METHOD}-s*")):
@@ -104,14 +107,17 @@ def adopt(probe: Path, runs: Path, controls: Path, scale: str = "regime") -> lis
         if not (control / SUMMARY).exists() or not (scratch / SUMMARY).exists():
             continue                                  # a seed the probe has not finished: nothing of it moves
         complete += 1
-        task = get_task(name, scale)
+        base = get_task(name, scale)
+        check_settings(base, tuple(settings))            # what a control takes: no method options
+        task = route(base, METHODS["scratch"], tuple(settings))[0]       # as the sweep's --set builds its runs
         for src, dst, why in (
                 (scratch, runs / scratch.parent.name / scratch.name,
                  stale_reason(scratch, task, get_method("scratch", task=task).for_run(seed), None)),
-                (control, control_dir(controls, task, seed),         # where the control's own tool writes it
-                 stale_reason(control, continued_task(task), get_method(METHOD), None))):
+                (control, control_dir(controls, base, seed),         # where the control's own tool writes it
+                 stale_reason(control, continued_task(base, settings), get_method(METHOD), None))):
             if why:
-                raise ValueError(f"{src} is not {name}'s run at the {scale} scale: {why}")
+                given = f" with {' '.join(f'--set {k}={v}' for k, v in settings)}" if settings else ""
+                raise ValueError(f"{src} is not {name}'s run at the {scale} scale{given}: {why}")
             if dst.exists():
                 if read_json(dst / CONFIG).get("copied_from") == str(src) and (dst / SUMMARY).exists():
                     continue                          # adopted before
@@ -239,7 +245,8 @@ def main(argv=None) -> int:
     ap.add_argument("--table", nargs="+", type=Path, metavar="PROBE", help="tabulate these probe folders only")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here, and the table beside it (.md)")
     ap.add_argument("--adopt", type=Path, metavar="PROBE", help="copy this probe's scratch runs and controls into "
-                    "--runs and --controls (the regime scale's roots), where it trained the regime scale's task")
+                    "--runs and --controls (the regime scale's roots), where it trained the regime scale's task "
+                    "(with --set: that task so changed, as the comparison's sweep is given it)")
     ap.add_argument("--runs", type=Path, help="with --adopt: the comparison's root (records/regime)")
     ap.add_argument("--controls", type=Path, help="with --adopt: its controls' root (records/regime-control)")
     args = ap.parse_args(argv)
@@ -249,7 +256,10 @@ def main(argv=None) -> int:
                 raise ValueError("--adopt PROBE takes --runs and --controls (and no task or --table)")
             if not (args.adopt / CONTROLS).is_dir():
                 raise ValueError(f"--adopt {args.adopt}: not a probe folder (no {CONTROLS}/ in it)")
-            copied = adopt(args.adopt, args.runs, args.controls)
+            from runs.settings import check_repeated, split_item
+            settings = tuple(split_item(kv) for kv in args.settings)
+            check_repeated(settings)
+            copied = adopt(args.adopt, args.runs, args.controls, settings=settings)
         for src, dst in copied:
             print(f"{dst}: copied from {src}")
         print(f"adopted {len(copied)} record(s) from {args.adopt}" + ("" if copied else " (all there already)"))
