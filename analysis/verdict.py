@@ -216,7 +216,8 @@ class Adds(Claim):
                 verdicts.append(NO_COMMON_SEED)
                 continue
             cells.append(f"{suffix} {difference(*pair)}{seeds_named(common)}")
-            verdicts.append({None: ONE_SEED}.get(apart(*pair), apart(*pair)))
+            decided = apart(*pair)
+            verdicts.append(ONE_SEED if decided is None else decided)
         result = f"over {found[self.method].cell}: " + ", ".join(cells)
         undecided = list(dict.fromkeys(v for v in verdicts if isinstance(v, str)))
         if not verdicts or undecided:
