@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.experiments.regime_probe import main, probe_rows, table
+from runs.record import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "bench" / "results" / "regime_probe.json"
@@ -125,6 +126,10 @@ def test_a_probe_stopped_by_sigterm_stops_the_tool_it_runs(tmp_path):
     assert "stopped by SIGTERM" in err
 
 
+def eval_losses(metrics: Path) -> list[float]:
+    return [m["eval_loss"] for m in read_metrics(metrics) if "eval_loss" in m]
+
+
 def test_a_probe_of_the_regime_scales_task_is_adopted_as_the_comparisons_runs(tmp_path, capsys, monkeypatch):
     """BERT's 3x probe trained exactly the regime scale's pair: adopted, its scratch runs and controls are the records
     records/regime holds (copied by hand before the tool), and the sweep takes them as complete; adopted again,
@@ -145,6 +150,10 @@ def test_a_probe_of_the_regime_scales_task_is_adopted_as_the_comparisons_runs(tm
             config = json.loads((root / run / "config.json").read_text())
             assert config["copied_from"] == json.loads(
                 (ROOT / "records" / committed_root / run / "config.json").read_text())["copied_from"]
+        # the small model's record: the control's own pretraining, the very computation the sweep made for its runs
+        adopted, swept = (root / "bert_small_base-regime" / f"small-s{seed}" / "metrics.jsonl"
+                          for root in (runs, ROOT / "records" / "regime"))
+        assert eval_losses(adopted) == eval_losses(swept) and len(eval_losses(adopted)) == 25
     capsys.readouterr()
     assert sweep(["bert", "--methods", "scratch", "--seeds", "0", "1", "--out", str(runs), "--dry-run"]) == 0
     said = capsys.readouterr()
@@ -175,7 +184,7 @@ def test_a_probe_at_another_budget_is_adopted_with_the_settings_its_comparison_r
     runs, controls = tmp_path / "r", tmp_path / "c"
     budget = ["--set", "steps=3200", "--set", "small_recipe.steps=3200"]
     assert main(["--adopt", probe, "--runs", str(runs), "--controls", str(controls), *budget]) == 0
-    assert "adopted 4 record(s)" in capsys.readouterr().out
+    assert "adopted 6 record(s)" in capsys.readouterr().out        # scratch, control and small model at two seeds
     assert json.loads((runs / "bert_small_base-regime" / "scratch-s1" / "config.json").read_text())[
         "copied_from"] == str(Path(probe) / "runs" / "bert_small_base-regime" / "scratch-s1")
     assert sweep(["bert", "--methods", "scratch", "--seeds", "0", "1", "--out", str(runs), "--dry-run", *budget]) == 0

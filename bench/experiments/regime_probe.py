@@ -88,15 +88,21 @@ def adopt(probe: Path, runs: Path, controls: Path, scale: str = "regime",
     """Copy a probe's scratch runs and controls into a comparison's roots (`runs`, `controls`), where the probe trained
     exactly `scale`'s task with `settings` ((KEY, VALUE) pairs, as the comparison's sweep is given them with --set:
     a budget point of the regime's pair): the comparison then takes them as its own (a sweep says "complete,
-    skipped"), with config.json `copied_from` naming the source. Everything is checked before anything is copied: a
+    skipped"), with config.json `copied_from` naming the source. Each seed's small-model record comes too, as the
+    `small-s<seed>` a sweep keeps beside its runs, filed under the comparison's task, where it is bit for bit the
+    pretraining the sweep's runs grow from (runs.computation.computed_elsewhere; the probe's control pretrained it
+    under its own task's name), so the comparison's regime checks read the small model before any growth run
+    exists; one already there (the sweep's own copy) is kept. Everything is checked before anything is copied: a
     probe of other settings (a budget or a pair `--set` differently) is refused, naming what differs, and so is a
     destination that holds another record; one that holds this very copy is left as it is. Returns the (source,
     destination) pairs copied."""
     from bench.experiments.small_continued import METHOD, check_settings, continued_task
     from bench.experiments.small_continued import run_dir as control_dir
     from bench.sweeps.records import stale_reason
+    from bench.sweeps.registry import SMALL_LABEL
     from methods import METHODS, get_method
-    from runs.record import CONFIG, copy_record
+    from runs.computation import computed_elsewhere
+    from runs.record import CONFIG, copy_record, jsonable
     from runs.settings import route
     from tasks import get_task
     plan, complete = [], 0
@@ -122,13 +128,19 @@ def adopt(probe: Path, runs: Path, controls: Path, scale: str = "regime",
                 if read_json(dst / CONFIG).get("copied_from") == str(src) and (dst / SUMMARY).exists():
                     continue                          # adopted before
                 raise ValueError(f"{dst} exists and is not a copy of {src}; move it away to adopt the probe's run")
-            plan.append((src, dst))
+            plan.append((src, dst, {}))
+        small = probe / SMALL / small_record(read_json(control / CONFIG)).name
+        small_dst = runs / scratch.parent.name / f"{SMALL_LABEL}-s{seed}"
+        if (small / SUMMARY).exists() and not (small_dst / SUMMARY).exists():
+            if computed_elsewhere(task.small_task(), get_method("scratch"), None, seed, [small]) is None:
+                raise ValueError(f"{small} is not the pretraining {task.name}'s runs grow from at seed {seed}")
+            plan.append((small, small_dst, {"task": jsonable(task.small_task().to_dict())}))
     if not complete:
         raise ValueError(f"{probe}: no seed with its control and scratch complete at the {scale} scale "
                          f"(a probe of another scale is not that scale's runs)")
-    for src, dst in plan:
-        copy_record(src, dst, {**read_json(src / CONFIG), "copied_from": str(src)})
-    return plan
+    for src, dst, changed in plan:
+        copy_record(src, dst, {**read_json(src / CONFIG), **changed, "copied_from": str(src)})
+    return [(src, dst) for src, dst, _ in plan]
 
 
 def task_sweep(task: str) -> str:

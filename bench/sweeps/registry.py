@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+SMALL_LABEL = "small"       # the small model's pretraining record beside a sweep's runs: small-s<seed>
+
+
 @dataclass(frozen=True)
 class Entry:
     task: str
@@ -23,7 +26,7 @@ class Entry:
     @property
     def small_label(self) -> str:
         """The directory label of the small model's record beside the run (a variant's own when it shortens it)."""
-        return "small" if self.small_steps_frac is None else f"small-{self.name}"
+        return SMALL_LABEL if self.small_steps_frac is None else f"{SMALL_LABEL}-{self.name}"
 
 
 @dataclass(frozen=True)
