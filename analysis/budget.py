@@ -165,6 +165,9 @@ def regime_status(p: Point) -> tuple[str, str]:
         text = ("FAIL: the small model trained on, nothing grown, reaches scratch's final value, so a saving here "
                 "measures how much of the small model's training a start keeps, not what growth is worth "
                 f"[{control.detail}]")
+        others = [c.name for c in failed if c is not control]
+        if others:       # the small model on the unigram plateau as well, say: a second reason, named
+            text += f"; failed too: {'; '.join(others)}"
     elif failed:
         text = f"FAIL ({'; '.join(c.name for c in failed)}): these savings do not rank the methods"
     else:

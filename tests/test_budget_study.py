@@ -75,6 +75,19 @@ def test_a_method_absent_at_a_budget_is_absent_not_zero_and_the_control_is_its_o
     assert control.get_ydata()[0] == pytest.approx(75.0) and np.isnan(control.get_ydata()[1])   # not reached at b
 
 
+def test_a_budget_failing_the_control_and_another_check_names_both():
+    from types import SimpleNamespace
+
+    from analysis.regime import Check
+    unigram = Check(TASK, "regime", "small final <= unigram - 1 nat", "FAIL", "small 5.772 vs 5.349")
+    control = Check(TASK, "regime", "the small model trained on (no growth) stays short of scratch", "FAIL",
+                    "s1: trained on 5.138 vs scratch 5.197")
+    status, text = budget.regime_status(SimpleNamespace(checks=[unigram, control]))
+    assert status == "FAIL" and "not what growth is worth [s1: trained on 5.138" in text
+    assert text.endswith("failed too: small final <= unigram - 1 nat")
+    assert "failed too" not in budget.regime_status(SimpleNamespace(checks=[control]))[1]
+
+
 @pytest.mark.parametrize("change, said", [
     (lambda argv, tmp: [*argv[:1], "bert_nonexistent", *argv[2:]], "no scratch run of bert_nonexistent"),
     (lambda argv, tmp: [a.replace("a=", "") for a in argv], "give NAME=RUNS[:CONTROLS]"),
