@@ -2,22 +2,22 @@
 
 A results folder's Markdown names the command that wrote it ("Written by `python -m analysis ...`"). This runs that
 command again, the same records and options, into a temporary folder, and compares every table, verdict and CSV
-(.md, .tex, .csv; figures are not compared) with the committed file. A folder differs when a rule of the analysis
+(.md, .tex, .csv; figures are not compared) with the committed file. The command writes beside the folder, in a
+hidden sibling removed after; nothing in the checked folder is written. A folder differs when a rule of the analysis
 changed after it was written and nobody regenerated it (the deit-share/x2 verdict was one, 2026-12-02): a number
 the records no longer give. Prints one line a folder, the differing files and their first differing line; exit 1
-where any differs, 2 on bad input. Nothing in the checked folders is written.
+where any differs, 2 on bad input.
 
     python -m analysis.recheck                       # every folder under results/ whose Markdown names its command
     python -m analysis.recheck results/budget-regime
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
+import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +26,7 @@ REPRODUCE = ROOT / "REPRODUCE.md"       # the verdict links into it relative to 
 COMPARED = (".md", ".tex", ".csv")
 MARK = "Written by `"
 MODULES = ("analysis", "analysis.budget")     # the commands this may run: the analysis's own, nothing else
+SIBLING = ".recheck-"       # the regenerated output's folder beside the checked one, with the process id
 
 
 def written_by(folder: Path) -> list[str]:
@@ -62,23 +63,32 @@ def first_difference(committed: str, regenerated: str) -> str:
     return f"line {min(len(a), len(b)) + 1} (one ends)"
 
 
-def recheck(folder: Path, scratch: Path) -> list[str]:
-    """The differences between `folder` and what its command writes now (empty: the same), one string each."""
+def recheck(folder: Path) -> list[str]:
+    """The differences between `folder` and what its command writes now (empty: the same), one string each. The
+    command writes into a hidden sibling of `folder`, removed after: at the same depth, so that every path the
+    output holds relative to its folder (the verdict's link into REPRODUCE.md, in Markdown and LaTeX) is the
+    committed one; only --out itself, as the command line names it, is put back."""
     commands = written_by(folder)
     if not commands:
         raise ValueError(f"{folder}: no Markdown file in it says which command wrote it ({MARK}...`)")
     if len(commands) > 1:
         raise ValueError(f"{folder}: its files name {len(commands)} different commands; regenerate it with one")
     argv, at = analysis_argv(commands[0], folder)
-    out = scratch / "out"
-    argv[at] = str(out)
-    done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        return [f"its command failed (exit {done.returncode}): {tail[0]}"]
-    given = shlex.split(commands[0])[at + 1]
-    moved = ((str(out), given), (os.path.relpath(REPRODUCE, out), os.path.relpath(REPRODUCE, folder.resolve())))
+    given = argv[at]
+    out = folder.resolve().parent / f"{SIBLING}{os.getpid()}"
+    argv[at] = os.path.relpath(out, ROOT) if not os.path.isabs(given) else str(out)
+    try:
+        done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+            return [f"its command failed (exit {done.returncode}): {tail[0]}"]
+        return compare(folder, out, argv[at], given)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def compare(folder: Path, out: Path, written: str, given: str) -> list[str]:
     names = {p.relative_to(d).as_posix() for d in (folder, out) for p in d.rglob("*")
              if p.suffix in COMPARED and p.is_file() and not any(part.startswith(".") for part in p.relative_to(d).parts)}
     differences = []
@@ -89,21 +99,20 @@ def recheck(folder: Path, scratch: Path) -> list[str]:
         elif not mine.exists():
             differences.append(f"{name}: its command writes it, but it is not committed")
         else:
-            regenerated = theirs.read_text()
-            for old, new in moved:
-                regenerated = regenerated.replace(old, new)
+            regenerated = theirs.read_text().replace(f"--out {written}", f"--out {given}")
             if regenerated != mine.read_text():
                 differences.append(f"{name}: differs from {first_difference(mine.read_text(), regenerated)}")
     return differences
 
 
 def folders_under(root: Path) -> list[Path]:
-    return sorted({md.parent for md in root.rglob("*.md") if written_by(md.parent)})
+    return sorted({md.parent for md in root.rglob("*.md") if written_by(md.parent)
+                   and not any(part.startswith(".") for part in md.parent.relative_to(root).parts)})
 
 
 def main(argv=None) -> int:
-    from runs.cli import OneLineArgumentParser
-    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
+    from analysis.__main__ import OneLineArgumentParser
+    ap = OneLineArgumentParser(prog="python -m analysis.recheck", description=__doc__.splitlines()[0])
     ap.add_argument("folders", nargs="*", type=Path, help="results folders (default: every one under results/)")
     args = ap.parse_args(argv)
     folders = args.folders or folders_under(RESULTS)
@@ -118,11 +127,10 @@ def main(argv=None) -> int:
             ap.error(str(e))
     stale = 0
     for folder in folders:
-        with tempfile.TemporaryDirectory(prefix="recheck-") as scratch:
-            try:
-                differences = recheck(folder, Path(scratch))
-            except ValueError as e:
-                ap.error(str(e))
+        try:
+            differences = recheck(folder)
+        except ValueError as e:
+            ap.error(str(e))
         stale += bool(differences)
         print(f"{folder}: " + ("what its command writes today" if not differences
                                else f"{len(differences)} file(s) differ from what its command writes today"))

@@ -1,6 +1,6 @@
 """analysis/recheck.py: a results folder is compared with what the command its Markdown names writes today, on
 synthetic records in the real format: unchanged, it is the same (the verdict's link into REPRODUCE.md, relative to
---out, is not a difference); a table edited by hand, or a file the command no longer writes, is named, exit 1; a
+--out and escaped in LaTeX, is not a difference: an underscore in the path once made it one); a table edited by hand, or a file the command no longer writes, is named, exit 1; a
 folder that names no analysis command is refused in one line, exit 2; the checked folder is never written."""
 import pytest
 
@@ -27,8 +27,10 @@ def test_a_folder_is_what_its_command_writes_and_a_stale_file_is_named(tmp_path,
     capsys.readouterr()
     verdict = next(out.glob("verdict-*.md"))
     assert "REPRODUCE.md#" in verdict.read_text()          # the link that moves with --out is there to normalise
+    beside = sorted(out.parent.iterdir())
     assert recheck.main([str(out)]) == 0
     assert capsys.readouterr().out.strip() == f"{out}: what its command writes today"
+    assert sorted(out.parent.iterdir()) == beside            # the regenerated sibling is gone
 
     lines = verdict.read_text().splitlines()
     row = next(i for i, li in enumerate(lines) if "LiGO" in li)
