@@ -4,8 +4,7 @@ A results folder's Markdown names the command that wrote it ("Written by `python
 command again, the same records and options, into a temporary folder, and compares every table, verdict and CSV
 (.md, .tex, .csv; figures are not compared) with the committed file. The command writes beside the folder, in a
 hidden sibling removed after; nothing in the checked folder is written. A folder differs when a rule of the analysis
-changed after it was written and nobody regenerated it (the deit-share/x2 verdict was one, 2026-12-02): a number
-the records no longer give. Prints one line a folder, the differing files and their first differing line; exit 1
+changed after it was written and nobody regenerated it: a number the records no longer give. Prints one line a folder, the differing files and their first differing line; exit 1
 where any differs, 2 on bad input.
 
     python -m analysis.recheck                       # every folder under results/ whose Markdown names its command

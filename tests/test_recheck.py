@@ -1,7 +1,8 @@
 """analysis/recheck.py: a results folder is compared with what the command its Markdown names writes today, on
 synthetic records in the real format: unchanged, it is the same (the verdict's link into REPRODUCE.md, relative to
---out and escaped in LaTeX, is not a difference: an underscore in the path once made it one); a table edited by hand, or a file the command no longer writes, is named, exit 1; a
-folder that names no analysis command is refused in one line, exit 2; the checked folder is never written."""
+--out and escaped in LaTeX, is not a difference: an underscore in the path once made it one); a table edited by
+hand, or a file the command no longer writes, is named, exit 1; a folder that names no analysis command is refused
+in one line, exit 2; the checked folder is never written."""
 import pytest
 
 from analysis import recheck
