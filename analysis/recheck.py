@@ -62,17 +62,22 @@ def first_difference(committed: str, regenerated: str) -> str:
     return f"line {min(len(a), len(b)) + 1} (one ends)"
 
 
-def recheck(folder: Path) -> list[str]:
-    """The differences between `folder` and what its command writes now (empty: the same), one string each. The
-    command writes into a hidden sibling of `folder`, removed after: at the same depth, so that every path the
-    output holds relative to its folder (the verdict's link into REPRODUCE.md, in Markdown and LaTeX) is the
-    committed one; only --out itself, as the command line names it, is put back."""
+def command_of(folder: Path) -> tuple[list[str], int]:
+    """The one analysis command `folder` names, as analysis_argv returns it; refused where it names none or several."""
     commands = written_by(folder)
     if not commands:
         raise ValueError(f"{folder}: no Markdown file in it says which command wrote it ({MARK}...`)")
     if len(commands) > 1:
         raise ValueError(f"{folder}: its files name {len(commands)} different commands; regenerate it with one")
-    argv, at = analysis_argv(commands[0], folder)
+    return analysis_argv(commands[0], folder)
+
+
+def recheck(folder: Path, argv: list[str], at: int) -> list[str]:
+    """The differences between `folder` and what its command (`argv`, its --out value at `at`) writes now (empty:
+    the same), one string each. The command writes into a hidden sibling of `folder`, removed after: at the same
+    depth, so that every path the output holds relative to its folder (the verdict's link into REPRODUCE.md, in
+    Markdown and LaTeX) is the committed one; only --out itself, as the command line names it, is put back."""
+    argv = list(argv)
     given = argv[at]
     out = folder.resolve().parent / f"{SIBLING}{os.getpid()}"
     argv[at] = os.path.relpath(out, ROOT) if not os.path.isabs(given) else str(out)
@@ -114,22 +119,17 @@ def main(argv=None) -> int:
     ap = OneLineArgumentParser(prog="python -m analysis.recheck", description=__doc__.splitlines()[0])
     ap.add_argument("folders", nargs="*", type=Path, help="results folders (default: every one under results/)")
     args = ap.parse_args(argv)
-    folders = args.folders or folders_under(RESULTS)
-    for folder in folders:
+    folders, commands = args.folders or folders_under(RESULTS), []
+    for folder in folders:          # every folder checked before any command runs
         if not folder.is_dir():
             ap.error(f"{folder}: not a folder (give results folders, e.g. results/regime)")
-        if not written_by(folder):
-            ap.error(f"{folder}: no Markdown file in it says which command wrote it ({MARK}...`)")
         try:
-            analysis_argv(written_by(folder)[0], folder)
+            commands.append(command_of(folder))
         except ValueError as e:
             ap.error(str(e))
     stale = 0
-    for folder in folders:
-        try:
-            differences = recheck(folder)
-        except ValueError as e:
-            ap.error(str(e))
+    for folder, (argv, at) in zip(folders, commands):
+        differences = recheck(folder, argv, at)
         stale += bool(differences)
         print(f"{folder}: " + ("what its command writes today" if not differences
                                else f"{len(differences)} file(s) differ from what its command writes today"))
