@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -88,8 +89,9 @@ def recheck(folder: Path, argv: list[str], at: int) -> list[str]:
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
             return [f"its command failed (exit {done.returncode}): {tail[0]}"]
         return compare(folder, out, argv[at], given)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    finally:       # the output and, where the command was killed before it published, its staging folder
+        for left in (out, *out.parent.glob(f".{out.name}.*")):
+            shutil.rmtree(left, ignore_errors=True)
 
 
 def compare(folder: Path, out: Path, written: str, given: str) -> list[str]:
@@ -112,6 +114,12 @@ def compare(folder: Path, out: Path, written: str, given: str) -> list[str]:
 def folders_under(root: Path) -> list[Path]:
     return sorted({md.parent for md in root.rglob("*.md") if written_by(md.parent)
                    and not any(part.startswith(".") for part in md.parent.relative_to(root).parts)})
+
+
+def stop_on_sigterm(signum, frame):
+    """A `kill` ends the check as Ctrl-C does: subprocess.run kills the command and recheck's `finally` removes the
+    hidden sibling, which a plain SIGTERM would leave beside the checked folder."""
+    raise SystemExit(128 + signum)
 
 
 def main(argv=None) -> int:
@@ -141,4 +149,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, stop_on_sigterm)      # the command line's process only: main() leaves callers' alone
     sys.exit(main())

@@ -3,6 +3,11 @@ synthetic records in the real format: unchanged, it is the same (the verdict's l
 --out and escaped in LaTeX, is not a difference: an underscore in the path once made it one); a table edited by
 hand, or a file the command no longer writes, is named, exit 1; a folder that names no analysis command is refused
 in one line, exit 2; the checked folder is never written."""
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
 from analysis import recheck
@@ -63,3 +68,19 @@ def test_a_folder_naming_no_analysis_command_is_refused_in_one_line(written, sai
     err = capsys.readouterr().err.strip()
     assert said in err and len(err.splitlines()) == 1
     assert snapshot(out) == before
+
+
+def test_a_killed_recheck_leaves_nothing_beside_the_checked_folder(tmp_path):
+    """`kill` (SIGTERM) in the middle of the regenerating command: the command is killed and neither the hidden
+    sibling nor the analysis's staging folder is left beside the checked folder (both once were)."""
+    out = results(tmp_path)
+    beside = sorted(out.parent.iterdir())
+    check = subprocess.Popen([sys.executable, "-m", "analysis.recheck", str(out)], cwd=recheck.ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while sorted(out.parent.iterdir()) == beside and check.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)            # until the command has begun writing beside the folder
+    assert check.poll() is None, "the recheck ended before it could be killed mid-command"
+    check.send_signal(signal.SIGTERM)
+    assert check.wait(timeout=60) == 128 + signal.SIGTERM
+    assert sorted(out.parent.iterdir()) == beside
