@@ -93,7 +93,7 @@ def headline_line(df, task: str, scale: str, checks) -> str:
     """One line per task for the terminal: the main comparison's FLOPs savings in the table's order (`df`: the
     savings table without variants such as 'ligo-warmup0'), a failed regime check said first."""
     rows = [r for _, r in df.iterrows() if r["Method"] != tables.display("scratch")]
-    cells = "; ".join(f"{r['Method']} {r['Savings (FLOPs)']}" for r in rows)
+    cells = "; ".join(f"{r['Method']} {r['Savings (FLOPs)']}" for r in rows) or "no growth run yet (scratch only)"
     warning = " [regime check failed]" if regime.caption_warning(checks, task, scale) else ""
     return f"  {task} [{scale}]{warning}: {cells}\n"
 

@@ -886,3 +886,15 @@ def test_a_wall_panels_runs_from_another_machine_are_named_by_method_within_the_
     assert "LiGO s0 s1" in note and "StackBERT s0 s1" in note and "bert2BERT s0 s1" in note, note
     width = fig.get_figwidth() / 3 * 17
     assert note.count("\n") >= 1 and all(len(line) <= width for line in note.splitlines()), note
+
+
+def test_a_task_with_only_scratch_says_so_on_the_terminal(tmp_path, capsys):
+    """A comparison adopted from a probe holds scratch before any growth run: its savings line names that instead
+    of ending in an empty list."""
+    from analysis.__main__ import main as analysis
+    from records import SCRATCH, write_run
+    runs = tmp_path / "records"
+    write_run(runs, "scratch", SCRATCH, seed=0)
+    assert analysis(["--runs", str(runs), "--out", str(tmp_path / "out"), "--formats", "png"]) == 0
+    line = next(li for li in capsys.readouterr().out.splitlines() if li.startswith("  ") and "[" in li)
+    assert line.endswith(": no growth run yet (scratch only)"), line
