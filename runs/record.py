@@ -159,12 +159,29 @@ def atomic_path(path: Path):
         os.replace(tmp, path)
     except BaseException as e:
         tmp.unlink(missing_ok=True)
+        stop = program_stop_behind(e)
+        if stop is not None and stop is not e:
+            # Ctrl-C (or SIGTERM) inside torch.save's record write makes its zip writer's clean-up fail with
+            # "unexpected pos"; that RuntimeError would hide the interrupt and turn exit 130 into a traceback
+            raise stop.with_traceback(stop.__traceback__) from None
         # a full disk surfaces as an OSError without a file name, or (torch.save) as a RuntimeError raised while
         # handling one: report it as an OSError naming the file being written
         cause = e if isinstance(e, OSError) else e.__context__ if isinstance(e, RuntimeError) else None
         if isinstance(cause, OSError) and cause.errno is not None:
             raise OSError(cause.errno, cause.strerror, str(path)) from None
         raise
+
+
+def program_stop_behind(error: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt or SystemExit that `error` was raised while handling (or `error` itself), if any:
+    a stop asked for by the user, which a failure in the clean-up it caused must not replace."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if not isinstance(error, Exception):
+            return error
+        seen.add(id(error))
+        error = error.__context__
+    return None
 
 
 def write_json_atomic(path: Path, obj) -> None:

@@ -1,13 +1,16 @@
 """Run records: atomic JSON, whole metric lines, truncated-line recovery, the reader, each start of a resumed run."""
+import io
 import json
 
 import pytest
+import torch
 
 from runs.ledger import FlopsLedger
 import pandas as pd
 
 from analysis.frames import one_machine
-from runs.record import RunExistsError, RunWriter, load_run, read_metrics, run_machine, write_json_atomic
+from runs.record import (RunExistsError, RunWriter, atomic_path, load_run, read_metrics, run_machine,
+                         write_json_atomic)
 
 
 def test_writer_and_reader_round_trip(tmp_path):
@@ -84,6 +87,38 @@ def test_atomic_json_leaves_no_temporary(tmp_path):
     write_json_atomic(tmp_path / "x.json", {"k": [1, 2]})
     assert json.loads((tmp_path / "x.json").read_text()) == {"k": [1, 2]}
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+class InterruptedMidWrite(io.RawIOBase):
+    """A file that takes Ctrl-C part-way through its `after`-th write, as a checkpoint being written does."""
+    def __init__(self, f, after: int):
+        self.f, self.writes, self.after = f, 0, after
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        self.writes += 1
+        if self.writes == self.after:
+            self.f.write(bytes(b)[:len(b) // 2])
+            raise KeyboardInterrupt
+        return self.f.write(b)
+
+    def tell(self):
+        return self.f.tell()
+
+
+@pytest.mark.parametrize("after", [1, 2, 3, 5, 8])
+def test_ctrl_c_inside_torch_save_stays_an_interrupt_and_keeps_the_old_file(tmp_path, after):
+    """Interrupted inside a record, torch's zip writer fails its clean-up ("unexpected pos"); the caller still
+    sees the KeyboardInterrupt (run.py's exit 130 and one line), the temporary is gone, the old file intact."""
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"step": 1}, path)
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            torch.save({"w": torch.randn(1000), "v": torch.randn(3000)}, InterruptedMidWrite(f, after))
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
+    assert torch.load(path) == {"step": 1}
 
 
 def test_ledger_rejects_unknown_phase_and_negative_flops():
