@@ -332,7 +332,8 @@ def caption(seeds: dict[str, dict[str, int]], references: set[str]) -> str:
     elif len(counts) == 1:
         text = f"Line: mean over {n} seeds; band: min–max over the {n} seeds."
     else:
-        text = (f"Line: mean over the seeds; band: min–max over {n} seeds, or the number in [brackets] after "
+        usual = "one seed (no band)" if n == 1 else f"{n} seeds"
+        text = (f"Line: mean over the seeds; band: min–max over them: {usual}, or the number in [brackets] after "
                 "a name (one seed: no band).")
     refs = {"scratch final": "solid black: scratch's final value (seed mean), the target of the savings",
             "small model final": "dotted: the small model's final value",

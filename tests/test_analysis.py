@@ -799,8 +799,16 @@ def test_panel_titles_carry_the_recorded_shapes_and_the_legend_lies_outside_the_
     assert not any(Bbox.intersection(box, ax.get_window_extent()) for ax in fig.axes)
     # the caption says what the band is and over how many seeds, per line where it differs
     names = [t.get_text() for t in legend.get_texts()]
-    assert "min–max over 2 seeds" in legend.get_title().get_text() and "LiGO (warmup0) [1]" in names
+    assert "min–max over them: 2 seeds" in legend.get_title().get_text() and "LiGO (warmup0) [1]" in names
     assert "LiGO" in names and "Scratch" in names
+
+
+def test_a_caption_whose_usual_line_is_one_seed_says_so_in_words():
+    """Lines of one seed beside one of two (a comparison half made): no "over 1 seeds"."""
+    from analysis.figures import caption
+    text = caption({"scratch": {"(c)": 2}, "ligo": {"(c)": 1}, "bert2bert": {"(c)": 1}}, set())
+    assert "min–max over them: one seed (no band), or the number in [brackets]" in text
+    assert "1 seeds" not in text
 
 
 def test_a_line_with_other_seeds_on_another_panel_says_which_in_the_one_legend(tmp_path):
