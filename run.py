@@ -21,7 +21,8 @@ from runs.signals import stop_signals_as_interrupt, stop_status  # noqa: E402
 from tasks.scales import DEFAULT_SCALE, EMBEDDED_SCALES, SCALES  # noqa: E402
 
 
-def main(argv=None) -> int:
+def parser() -> OneLineArgumentParser:
+    """The command line; the documents' run.py commands are parsed with it too (tests/test_doc_commands.py)."""
     p = OneLineArgumentParser(description="Grow a large transformer from a small one and train it.")
     p.add_argument("--method", help="growth method (see --list)")
     p.add_argument("--task", help="task: model pair + data + recipe (see --list)")
@@ -59,7 +60,11 @@ def main(argv=None) -> int:
     p.add_argument("--suite", help="evaluation suites, comma-separated: glue, squad, transfer, adapters, mini "
                    "(default: mini below paper scale, the task's suites at paper scale)")
     p.add_argument("--only", help="evaluate only these tasks of the suites, e.g. --only sst2,cola")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     if args.list:        # read from the registries' source, without importing torch (runs/catalog.py)
         from runs.catalog import listing, method_options
         try:

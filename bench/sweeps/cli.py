@@ -171,7 +171,8 @@ def finish_run(path: Path, entry: Entry, seed: int, ok: bool, prune_done: bool) 
         prune(path)
 
 
-def main(argv=None) -> int:
+def parser() -> OneLineArgumentParser:
+    """The command line; the documents' sweep commands are parsed with it too (tests/test_doc_commands.py)."""
     p = OneLineArgumentParser(prog="python -m bench.sweeps", description="Run the sweeps behind the paper's "
                                 "tables and figures; complete runs are skipped, incomplete ones resumed.")
     p.add_argument("names", nargs="*", help="sweep names (see --list)")
@@ -212,7 +213,11 @@ def main(argv=None) -> int:
     g.add_argument("--slurm", action="append", metavar="KEY=VALUE", help="slurm: any parameter of submitit's "
                    "SlurmExecutor (executor.update_parameters(slurm_KEY=VALUE)), e.g. --slurm qos=high "
                    "--slurm constraint=volta32gb")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     if args.list or not args.names:
         for s in SWEEPS.values():
             by_task: dict[str, list[str]] = {}
