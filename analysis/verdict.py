@@ -7,7 +7,7 @@ per run it summarises (analysis/savings.all_savings), and the regime checks (ana
 
 - a difference counts only where it exceeds the seeds' spread: the gap between two means must be larger than the sum
   of their sample standard deviations (one seed each: "1 seed", not decided); where two labels are compared as a
-  difference (LiGO's learning, Figure 5's variants), over the seeds both have run;
+  difference (LiGO over StackBERT, LiGO's learning, Figure 5's variants), over the seeds both have run;
 - a saving is a mean over the seeds that reached scratch's final value: a cell says where some did not ("2 of 3
   seeds reached");
 - a pair whose regime checks do not all pass is no test of the claim: its line says what the records show and
@@ -154,7 +154,8 @@ class First(Claim):
 
 @dataclass(frozen=True)
 class Ahead(Claim):
-    """The method saves more than `other`, by more than the spread (the paper's margin is in the paper column)."""
+    """The method saves more than `other`, by more than the spread (the paper's margin is in the paper column),
+    the two compared on the seeds both have run (a comparison half made names them)."""
     other: str
     methods: tuple[str, ...] = LIGO
 
@@ -163,10 +164,14 @@ class Ahead(Claim):
         found = {v.label: v for v in savings_of(summary, runs, task, scale, (method, self.other))}
         if method not in found or self.other not in found:
             return None
-        me, them = found[method], found[self.other]
+        pair, common = on_common_seeds(seeds, runs, task, scale, (method, self.other))
+        if pair is None:
+            return Verdict(f"{found[method].cell} vs {found[self.other].cell}: no seed in common",
+                           f"not decided ({NO_COMMON_SEED})")
+        me, them = pair
         gap = "" if not (me.reached and them.reached) else f": {100 * (me.mean - them.mean):+.1f} points"
         verdict = apart(me, them)
-        return Verdict(f"{me.cell} vs {them.cell}{gap}",
+        return Verdict(f"{me.cell} vs {them.cell}{gap}{seeds_named(common)}",
                        {True: "yes", False: "no" if apart(them, me) else "partly: within the spread",
                         None: "not decided (1 seed)"}[verdict])
 

@@ -157,3 +157,29 @@ def test_a_saving_over_the_seeds_that_reached_says_how_many_did(tmp_path):
     assert line["Records"] == ("LiGO 50.0 (1 of 2 seeds reached), 2nd of 3; "
                                "first: bert2BERT 75.0 (1 of 2 seeds reached)")
     assert line["Reproduced"] == "not decided (1 seed)"
+
+
+def test_lead_over_stackbert_is_taken_on_the_seeds_both_have(tmp_path):
+    """Fig. 3(c) half made: LiGO at seeds 0 and 1, StackBERT at seed 1 only. The gap is seed 1's (LiGO's seed-1
+    saving against StackBERT's), not LiGO's two-seed mean against one seed of StackBERT, and the cell names the seed."""
+    for seed in (0, 1):
+        write_run(tmp_path, "scratch", SCRATCH, seed=seed, task="gpt2_base_medium")
+    for seed, flops in ((0, 100), (1, 200)):                  # LiGO saves 75% and 50%: mean 62.5
+        write_run(tmp_path, "ligo", reaching(flops), seed=seed, task="gpt2_base_medium")
+    write_run(tmp_path, "stackbert", reaching(300), seed=1, task="gpt2_base_medium")     # 25%
+    runs_list, _ = load_runs(tmp_path)
+    runs, curves = runs_frame(runs_list), curves_frame(runs_list)
+    checks = [Check("gpt2_base_medium", "mini", "the small model trained on (no growth) stays short of scratch",
+                    "PASS", "", "control")]
+    line = verdict_table(all_savings(curves, runs), runs, checks, "mini").set_index("Paper result")
+    line = line.loc["Fig. 3(c): GPT2-Base→Medium"]
+    assert line["Records"] == "LiGO 50.0 vs StackBERT 25.0: +25.0 points (s1)"
+    assert line["Reproduced"] == "not decided (1 seed)"
+    # StackBERT's seed 0 lands: both seeds, no seed named, the spread decides
+    write_run(tmp_path, "stackbert", reaching(320), seed=0, task="gpt2_base_medium")    # 20%
+    runs_list, _ = load_runs(tmp_path)
+    runs, curves = runs_frame(runs_list), curves_frame(runs_list)
+    line = verdict_table(all_savings(curves, runs), runs, checks, "mini").set_index("Paper result")
+    line = line.loc["Fig. 3(c): GPT2-Base→Medium"]
+    assert line["Records"] == "LiGO 62.5 ± 17.7 vs StackBERT 22.5 ± 3.5: +40.0 points"
+    assert line["Reproduced"] == "yes"                          # 40 points apart, 21.2 of spread
