@@ -1,6 +1,8 @@
 """The commands the documents give name scripts and modules that exist: bench/ was split by purpose
 (sweeps/, experiments/, perf/, the fault probe beside the tests), and a command that names a moved file fails only
-when a user types it."""
+when a user types it. The run.py, sweep, probe and control commands go further: each is parsed by its program's own
+parser and checked against the registries and the committed records (`refusal`), since a method renamed or a
+default scale changed leaves a command that runs, and does something else."""
 import functools
 import importlib.util
 import re
@@ -55,7 +57,8 @@ def test_every_relative_link_in_a_document_names_a_file_that_exists():
 # inline `code` span (which may wrap across lines); a line ending in a backslash goes on.
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 SPAN = re.compile(r"`([^`]+)`")
-PROGRAM = re.compile(r"""(['"]?)\bpython3? (?:-m bench\.sweeps|run\.py)(?![\w.])""")
+PROGRAM = re.compile(r"""(['"]?)\bpython3? (?:-m bench\.sweeps|run\.py|-m bench\.experiments\.regime_probe|"""
+                     r"""bench/experiments/small_continued\.py)(?![\w.])""")
 # A placeholder the reader fills in (`--method M`, `--out R`, `<pair>`, `steps=S`, `...`): left out with its flag.
 PLACEHOLDER = re.compile(r"\.\.\.|[<>]|^[A-Z][A-Z_0-9]*$|^[\w.]+=[A-Z]$")
 
@@ -84,7 +87,7 @@ def documented_commands(doc: str) -> list[str]:
 def argv_of(command: str) -> tuple[str, list[str]]:
     import shlex
     tokens = shlex.split(command)
-    program, words = ("sweeps", tokens[3:]) if tokens[1] == "-m" else ("run.py", tokens[2:])
+    program, words = (tokens[2], tokens[3:]) if tokens[1] == "-m" else (tokens[1], tokens[2:])
     argv: list[str] = []
     for word in words:
         if PLACEHOLDER.search(word):
@@ -120,12 +123,11 @@ def refusal(command: str) -> str | None:
     import contextlib
     import io
     program, argv = argv_of(command)
-    if program == "sweeps":
-        from bench.sweeps import cli as sweeps
-        parser = sweeps.parser()
-    else:
-        import run
-        parser = run.parser()
+    from bench.experiments import regime_probe, small_continued
+    from bench.sweeps import cli as sweeps
+    import run
+    parser = {"bench.sweeps": sweeps, "run.py": run, "bench.experiments.regime_probe": regime_probe,
+              "bench/experiments/small_continued.py": small_continued}[program].parser()
     try:
         with contextlib.redirect_stderr(io.StringIO()) as said:
             args = parser.parse_args(argv)
@@ -134,7 +136,18 @@ def refusal(command: str) -> str | None:
     from runs.settings import split_eval_settings, split_item
     try:
         settings = tuple(split_item(item) for item in split_eval_settings(args.settings, evaluate_only=False)[0])
-        if program == "sweeps":
+        if program in ("bench.experiments.regime_probe", "bench/experiments/small_continued.py"):
+            from tasks import get_task
+            names = [small_continued.task_seeds(entry, [])[0] for entry in getattr(args, "tasks", None) or []]
+            for name in names + ([args.task] if getattr(args, "task", None) else []):
+                small_continued.check_settings(get_task(name, args.scale), settings)
+            root = ROOT / args.runs if names and args.runs else None      # the controls' root
+            if root is not None and root.is_dir():
+                folders = {f"{name}_smallcont-{args.scale}" for name in names}
+                if not any((root / folder).is_dir() for folder in folders):
+                    return f"writes {', '.join(sorted(folders))}, which {args.runs} does not hold (another scale?)"
+            return None
+        if program == "bench.sweeps":
             if args.list or not args.names:
                 return None
             from bench.sweeps.registry import plan
@@ -177,6 +190,9 @@ def test_the_documents_give_run_and_sweep_commands_to_check():
     assert "python run.py --method ligo --task bert_small_base" in found["README.md"]
     assert sum(map(len, found.values())) > 80, {doc: len(c) for doc, c in found.items()}
     assert any(c.startswith("python3 -m bench.sweeps") and c.endswith("--prune") for c in found["bench/README.md"])
+    programs = {argv_of(c)[0] for commands in found.values() for c in commands}
+    assert programs == {"run.py", "bench.sweeps", "bench.experiments.regime_probe",
+                        "bench/experiments/small_continued.py"}, programs
 
 
 def test_refusal_catches_what_a_user_would_hit():
@@ -188,6 +204,10 @@ def test_refusal_catches_what_a_user_would_hit():
     assert "no_such_key" in refusal("python run.py --method ligo --task bert_small_base --set no_such_key=1")
     assert refusal("python run.py --method ligo --task bert_small_base --frobnicate") is not None
     assert refusal("python run.py --method M --task bert_small_large --steps 0") is None    # M: the reader's
+    assert "does not hold" in refusal("python bench/experiments/small_continued.py --tasks deit_s_b:0,1 --runs "
+                                      "records/regime-control --train-only")          # regime's controls, at mini
+    assert "no_such_field" in refusal("python -m bench.experiments.regime_probe bert_small_base --scale regime "
+                                      "--set small.no_such_field=3 --out x")
 
 
 @pytest.mark.parametrize("doc", DOCS)

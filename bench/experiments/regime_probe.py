@@ -245,9 +245,10 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def parser():
+    """The command line; the documents' commands are parsed with it too (tests/test_doc_commands.py)."""
     from runs.cli import OneLineArgumentParser
-    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineArgumentParser(prog="python -m bench.experiments.regime_probe", description=__doc__.splitlines()[0])
     ap.add_argument("task", nargs="?", help="the pair to probe (bert_small_base); omit with --table")
     ap.add_argument("--scale", default="mini", help="the scale whose pair and recipe --set changes (default: mini)")
     ap.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
@@ -261,7 +262,11 @@ def main(argv=None) -> int:
                     "(with --set: that task so changed, as the comparison's sweep is given it)")
     ap.add_argument("--runs", type=Path, help="with --adopt: the comparison's root (records/regime)")
     ap.add_argument("--controls", type=Path, help="with --adopt: its controls' root (records/regime-control)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     if args.adopt is not None:
         with refused_as_one_line():
             if args.runs is None or args.controls is None or args.task or args.table:

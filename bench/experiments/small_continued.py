@@ -169,8 +169,10 @@ def train_controls(tasks, settings: tuple, args) -> list[dict]:
     return rows
 
 
-def main(argv=None) -> int:
-    ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
+def parser() -> OneLineArgumentParser:
+    """The command line; the documents' commands are parsed with it too (tests/test_doc_commands.py)."""
+    ap = OneLineArgumentParser(prog="python bench/experiments/small_continued.py",
+                               description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", nargs="+",
                     default=["deit_s_b", "cait_xs_s:0,1,2", "bert_small_base", "bert_width_only:0",
                              "llama_small_base:0", "roberta_small_base", "gpt2_base_medium"],
@@ -189,7 +191,11 @@ def main(argv=None) -> int:
     ap.add_argument("--train-only", action="store_true",
                     help="train the controls, compare nothing (no scratch records needed, no result written)")
     ap.add_argument("--out", default=str(RESULTS / "small_continued.json"))
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     with refused_as_one_line():          # unknown tasks, seeds, missing scratch records: before anything trains
         from methods import get_method
         from runs.preflight import check_inputs, check_out, check_seed
