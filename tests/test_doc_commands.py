@@ -53,8 +53,8 @@ def test_every_relative_link_in_a_document_names_a_file_that_exists():
     assert not broken, broken
 
 
-# The documents' run.py and sweep commands, as a user copies them: from a fenced block, an indented block, or an
-# inline `code` span (which may wrap across lines); a line ending in a backslash goes on.
+# The documents' run.py, sweep, probe and control commands, as a user copies them: from a fenced block, an indented
+# block, or an inline `code` span (which may wrap across lines); a line ending in a backslash goes on.
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 SPAN = re.compile(r"`([^`]+)`")
 PROGRAM = re.compile(r"""(['"]?)\bpython3? (?:-m bench\.sweeps|run\.py|-m bench\.experiments\.regime_probe|"""
