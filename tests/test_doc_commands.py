@@ -98,6 +98,7 @@ def argv_of(command: str) -> tuple[str, list[str]]:
     return program, argv
 
 
+@functools.cache
 def methods_the_documents_write() -> set[str]:
     """Methods a document's own code registers (README's repeat_top): its commands run once a user has added them."""
     return {name for doc in DOCS for block in FENCE.findall((ROOT / doc).read_text())
@@ -113,6 +114,14 @@ def relabelled_from(folder: Path) -> dict[str, str]:
         for move in json.loads(config.read_text()).get("relabelled", []):
             renamed[move["from"]] = move["to"]
     return renamed
+
+
+def folders_not_held(root: str, folders: set[str]) -> str | None:
+    """Where a command writes into a committed records root: None if the root holds one of the task folders it plans
+    (a mini command without --scale mini plans regime's, which a mini root does not hold)."""
+    if not (ROOT / root).is_dir() or any((ROOT / root / folder).is_dir() for folder in folders):
+        return None
+    return f"writes {', '.join(sorted(folders))}, which {root} does not hold (another scale?)"
 
 
 def refusal(command: str) -> str | None:
@@ -141,11 +150,8 @@ def refusal(command: str) -> str | None:
             names = [small_continued.task_seeds(entry, [])[0] for entry in getattr(args, "tasks", None) or []]
             for name in names + ([args.task] if getattr(args, "task", None) else []):
                 small_continued.check_settings(get_task(name, args.scale), settings)
-            root = ROOT / args.runs if names and args.runs else None      # the controls' root
-            if root is not None and root.is_dir():
-                folders = {f"{name}_smallcont-{args.scale}" for name in names}
-                if not any((root / folder).is_dir() for folder in folders):
-                    return f"writes {', '.join(sorted(folders))}, which {args.runs} does not hold (another scale?)"
+            if names and args.runs:                                      # the controls' root
+                return folders_not_held(args.runs, {f"{name}_smallcont-{args.scale}" for name in names})
             return None
         if program == "bench.sweeps":
             if args.list or not args.names:
@@ -157,11 +163,10 @@ def refusal(command: str) -> str | None:
                     sweeps.build(entry, args.scale, settings)
                 except LookupError:             # an entry whose method is not written: the sweep says so itself
                     pass
-            root = ROOT / args.out if args.out else None
-            if root is not None and root.is_dir() and not args.dry_run:
-                folders = {f"{entry.task}-{args.scale}" for entry, _ in todo}
-                if not any((root / folder).is_dir() for folder in folders):
-                    return f"writes {', '.join(sorted(folders))}, which {args.out} does not hold (another scale?)"
+            if args.out and not args.dry_run and (ROOT / args.out).is_dir():
+                root = ROOT / args.out
+                if (why := folders_not_held(args.out, {f"{entry.task}-{args.scale}" for entry, _ in todo})):
+                    return why
                 for entry, seed in todo if args.runs or args.methods else ():   # the runs it names, as made
                     folder, run = f"{entry.task}-{args.scale}", f"{entry.name}-s{seed}"
                     if not (root / folder / run).exists() and run in relabelled_from(root / folder):
@@ -200,6 +205,9 @@ def test_refusal_catches_what_a_user_would_hit():
     assert refusal("python -m bench.sweeps recipes --runs ligo_official --seeds 0 --out records/mini") \
         and "ligo_official" in refusal("python -m bench.sweeps recipes --runs ligo_official --seeds 0 --out x")
     assert "does not hold" in refusal("python -m bench.sweeps gpt2 --seeds 0 1 --out records/mini --prune")
+    # deit-weak's copy-start records were ligo-s* before the rename: `--methods ligo` there now means another method
+    assert "relabelled ligo_copy-s0" in refusal("python -m bench.sweeps deit --scale mini --methods ligo --seeds 0 "
+                                                "--out records/deit-weak/x2")
     assert refusal("python -m bench.sweeps gpt2 --scale mini --seeds 0 1 --out records/mini --prune") is None
     assert "no_such_key" in refusal("python run.py --method ligo --task bert_small_base --set no_such_key=1")
     assert refusal("python run.py --method ligo --task bert_small_base --frobnicate") is not None
