@@ -1,8 +1,9 @@
 """The small model a run grows from: given (--small, an exported model of the task's family, checked), or from the
 cache under OUT_ROOT/cache/small, keyed by everything its weights depend on, pretrained there first when absent
 (by one process, others waiting on its lock), or copied from another pair's cache entry that holds the same
-pretraining bit for bit. What a run's config.json records about it (`small_identity`) and the refusals that keep a
-cached model from being read against another vocabulary are here too.
+pretraining bit for bit or from the repository's shipped copy of it (runs/shipped.py). What a run's config.json
+records about it (`small_identity`) and the refusals that keep a cached model from being read against another
+vocabulary are here too.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from models.family import exported_family
 from runs import distributed, out_dirs
 from runs.lock import RunLock
 from runs.record import CONFIG, EVAL_FILE, SUMMARY, clear_run, copy_record, jsonable, read_json
+from runs.shipped import shipped_entry
 from tasks.data.text import TRAINED_TOKENIZERS
 
 
@@ -86,24 +88,46 @@ def check_small_dir(task, small_dir: Path) -> None:
                          f"grows a {task.family} model (give a {task.family} save_pretrained/export directory)")
 
 
-def copy_pretrained_for_another_task(task, seed: int, cache: Path, log) -> bool:
-    """Give `cache` another pair's pretraining of the same small model (weights and record, under this task's name,
-    marked as the same computation), if there is one; a pretraining of its own cut short is replaced. True where
-    this call copied it."""
-    twin = pretrained_for_another_task(task, seed)
-    if twin is None:
-        return False
+def copy_into_cache(cache: Path, source: Path, config: dict, line: str, log, skip: tuple[str, ...] = ()) -> bool:
+    """Give the cache entry `cache` the small model's record and weights from `source` (the same computation), with
+    `config` as its config.json, under the entry's lock, unless another process completed it meanwhile; a
+    pretraining of its own cut short is replaced. True where this call copied it."""
     with RunLock(cache, wait=True, on_wait=lambda who: log(f"waiting for {who}: it holds {cache}")):
         if (cache / SUMMARY).exists():
             return False
-        log(f"no --small given: the small model is the one pretrained in {twin} (same weights, data, recipe and "
-            f"seed): copied -> {cache}")
+        log(f"no --small given: the small model is {line}: copied -> {cache}")
         clear_run(cache)
-        config = {**read_json(twin / CONFIG), "task": jsonable(task.small_task().to_dict()),
-                  "same_computation_as": f"{twin.parent.name}/{twin.name}"}
-        # not its eval.json: that record names the task it was evaluated for; these weights are evaluated anew
-        copy_record(twin, cache, config, dirs=("model",), skip=(EVAL_FILE,))
+        copy_record(source, cache, config, dirs=("model",), skip=skip)
     return True
+
+
+def copy_pretrained_for_another_task(task, seed: int, cache: Path, log) -> bool:
+    """Give `cache` another pair's pretraining of the same small model (weights and record, under this task's name,
+    marked as the same computation), if there is one. True where this call copied it."""
+    twin = pretrained_for_another_task(task, seed)
+    if twin is None:
+        return False
+    config = {**read_json(twin / CONFIG), "task": jsonable(task.small_task().to_dict()),
+              "same_computation_as": f"{twin.parent.name}/{twin.name}"}
+    # not its eval.json: that record names the task it was evaluated for; these weights are evaluated anew
+    return copy_into_cache(cache, twin, config, f"the one pretrained in {twin} (same weights, data, recipe and seed)",
+                           log, skip=(EVAL_FILE,))
+
+
+def copy_shipped(task, seed: int, cache: Path, log) -> bool:
+    """Give `cache` the repository's shipped copy of this small model (runs/shipped.py), if it ships one and this
+    machine's tokenizer builds the vocabulary it was trained with (otherwise the caller pretrains it, saying why).
+    True where this call copied it."""
+    entry = shipped_entry(cache)
+    if entry is None:
+        return False
+    if not same_vocabulary(task, entry / "model"):
+        log(f"not using the shipped small model {entry}: this machine's {task.tokenizer or 'default'} tokenizer "
+            "numbers the vocabulary otherwise than the one it was trained with")
+        return False
+    config = read_json(entry / CONFIG)      # its `shipped_as` says whence
+    return copy_into_cache(cache, entry, config, f"the one the repository ships in {entry} (the computation of "
+                                                 f"{config.get('shipped_as')})", log)
 
 
 def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress: bool, pretrain):
@@ -133,6 +157,8 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
         if distributed.is_main() and not (cache / SUMMARY).exists():
             if copy_pretrained_for_another_task(task, seed, cache, log):
                 obtained = "copied from another pair's pretraining"
+            elif copy_shipped(task, seed, cache, log):
+                obtained = "shipped with the repository"
     if not (cache / SUMMARY).exists():
         # one process pretrains, any other run needing the same small model waits for it and then reads it
         lock = RunLock(cache, wait=True, on_wait=lambda who: log(f"waiting for {who}: it is pretraining the "
@@ -155,11 +181,17 @@ def check_cached_tokenizer(task, cache: Path) -> None:
     keyed by the tokenizer's name, and a trained tokenizer whose cache file was retrained since (a deleted cache, a
     user corpus) may number its tokens otherwise; the small model's embeddings would then be read against the wrong
     ids, silently. The export beside the weights holds the tokenizer it was trained with."""
-    saved = cache / "model" / "tokenizer.json"
-    if get_family(task.family).objective == "image" or not saved.exists():
-        return
-    from transformers import PreTrainedTokenizerFast
-    if PreTrainedTokenizerFast(tokenizer_file=str(saved)).get_vocab() != task.pretrain_data().tokenizer.get_vocab():
+    if not same_vocabulary(task, cache / "model"):
         raise ValueError(f"the cached small model {cache} was pretrained with another {task.tokenizer or 'default'} "
                          "vocabulary than the tokenizer this run reads the data with (the tokenizer cache was trained "
                          "again since): move the cache entry away to pretrain it again, or pass --small")
+
+
+def same_vocabulary(task, model_dir: Path) -> bool:
+    """Whether the tokenizer saved beside an exported small model numbers the vocabulary as the one this run reads
+    the task's data with (True for image models and exports without a tokenizer)."""
+    saved = Path(model_dir) / "tokenizer.json"
+    if get_family(task.family).objective == "image" or not saved.exists():
+        return True
+    from transformers import PreTrainedTokenizerFast
+    return PreTrainedTokenizerFast(tokenizer_file=str(saved)).get_vocab() == task.pretrain_data().tokenizer.get_vocab()

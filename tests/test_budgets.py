@@ -51,6 +51,23 @@ def test_readme_measurement_starts_cold_and_writes_its_time(tmp_path):
         assert 0 <= run["wall_s"] < r["seconds"] and run["steps"] > 0 and run["eval_loss"] > 0
         assert run["s_per_step"] == pytest.approx(run["wall_s"] / run["steps"], abs=0.005 / run["steps"] + 1e-4)
     assert "| readme | bert_small_base-tiny/ligo-s0 |" in result["table"]
+    assert not any(run["shipped"] for run in runs.values())      # the repository ships no tiny small model
+
+
+def test_a_shipped_small_model_is_not_timed_as_trained_here(tmp_path):
+    """The README job's small model comes shipped (pretrained/): its copied record holds the wall time of a
+    pretraining made elsewhere, which must not read as part of this measurement."""
+    for name, config in (("cache/small/t-regime-s0-0123456789", {"shipped_as": "records/r/t-regime/small-s0"}),
+                         ("t-regime/ligo-s0", {})):
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / "config.json").write_text(json.dumps(config))
+        (tmp_path / name / "summary.json").write_text(json.dumps({"wall": 500.0, "step": 100, "eval_loss": 4.0}))
+    small, large = budgets.runs_in(tmp_path)
+    assert (small["shipped"], small["wall_s"], small["s_per_step"]) == (True, None, None)
+    assert (large["shipped"], large["wall_s"], large["s_per_step"]) == (False, 500.0, 5.0)
+    table = budgets.table([{**budgets.row("readme", ["run.py"], 600.0, "cpu", "regime"),
+                            "runs": [small, large]}], "x86_64")
+    assert "| readme | cache/small/t-regime-s0-0123456789 | shipped | 100 |" in table
 
 
 def test_a_failing_command_is_an_error_not_a_time(tmp_path, monkeypatch, capsys):

@@ -2,8 +2,8 @@
 comparison, each timed as a whole process started cold, against its target.
 
 - `readme`: `python run.py --method ligo --task bert_small_base` exactly as README.md gives it, in a fresh
-  GROWBENCH_OUT, so the small model is pretrained first, as on a fresh clone. Target: <= 30 min on the 2-core
-  CPU, <= 2 min on one GPU.
+  GROWBENCH_OUT, so the small model comes as on a fresh clone: the repository's shipped one (pretrained/) where
+  it ships it, pretrained first otherwise. Target: <= 30 min on the 2-core CPU, <= 2 min on one GPU.
 - `comparison`: `python -m bench.sweeps bert --seeds <seed>` (the small model, then scratch, StackBERT,
   interpolation, MSLT, Net2Net (StackBERT's twin: recorded, not computed), bert2BERT, KI and LiGO) in another
   fresh GROWBENCH_OUT. Target: <= 10 min on one GPU.
@@ -101,15 +101,18 @@ def row(name: str, args: list[str], seconds: float, kind: str, scale: str, runs:
 def runs_in(work: Path) -> list[dict]:
     """Where a measurement's time went, from the records its command wrote under `work` (the small model's
     pretraining in cache/small, each large run): the record's training wall time (evaluations excluded),
-    steps, seconds a step and final eval loss. The rest of the process's time is start-up, evaluation, export."""
-    from runs.record import SUMMARY, read_json
+    steps, seconds a step and final eval loss. The rest of the process's time is start-up, evaluation, export.
+    A small model the repository shipped (its config.json's `shipped_as`) was not trained in this measurement: its
+    row says `shipped` and gives no wall time."""
+    from runs.record import CONFIG, SUMMARY, read_json
     rows = []
     for summary in sorted(work.rglob(SUMMARY)):
         record = read_json(summary)
-        wall, steps = record.get("wall"), record.get("step")
+        shipped = "shipped_as" in read_json(summary.parent / CONFIG)
+        wall, steps = (None if shipped else record.get("wall")), record.get("step")
         rows.append({"run": str(summary.parent.relative_to(work)), "wall_s": None if wall is None else round(wall, 2),
                      "steps": steps, "s_per_step": round(wall / steps, 4) if wall is not None and steps else None,
-                     "eval_loss": record.get("eval_loss")})
+                     "eval_loss": record.get("eval_loss"), "shipped": shipped})
     return rows
 
 
@@ -125,7 +128,8 @@ def table(rows: list[dict], device_name: str) -> str:
     if runs:
         lines += ["", "| measure | run record | training wall | steps | s / step | final eval loss |",
                   "|---|---|---:|---:|---:|---:|"]
-        lines += [f"| {m} | {run['run']} | {_num(run['wall_s'], '.0f', ' s')} | {run['steps']} | "
+        lines += [f"| {m} | {run['run']} | {'shipped' if run.get('shipped') else _num(run['wall_s'], '.0f', ' s')} | "
+                  f"{run['steps']} | "
                   f"{_num(run['s_per_step'], '.3f')} | {_num(run['eval_loss'], '.4f')} |" for m, run in runs]
     return "\n".join(lines)
 
