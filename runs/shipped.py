@@ -4,9 +4,10 @@ first: the README job's small model is one (pretrained/README.md says which and 
 
 An entry is a copy of a small-model cache entry (runs.small_model.small_cache_dir) without its checkpoint: the
 exported model, config.json, metrics.jsonl and summary.json of the pretraining run. Its name is the cache entry's,
-so it is found only by a task whose small model, recipe, data, tokenizer and seed hash to the same key; a run copies
-it into its cache (runs.small_model.resolve_small) where the cache lacks the entry and the vocabulary this machine's
-tokenizer builds is the one it was trained with, and pretrains the small model otherwise.
+so it is found only by a task whose small model, recipe, data, tokenizer and seed hash to the same key; a run
+copies it into its cache (runs.small_model: SHIPPED_ROOT, shipped_entry, resolve_small) where the cache lacks the
+entry and the vocabulary this machine's tokenizer builds is the one it was trained with, and pretrains the small
+model otherwise.
 
     python -m runs.shipped bert_small_base --seed 0 --records records/regime
 
@@ -20,18 +21,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from runs import small_model
 from runs.record import CONFIG, EVAL_FILE, SUMMARY, copy_record, read_json
-
-SHIPPED_ROOT = Path(__file__).resolve().parent.parent / "pretrained" / "small"
 
 # what must agree between the entry's pretraining and the committed record it stands for
 SAME_RESULT = ("step", "flops", "units", "eval_loss", "eval_acc")
-
-
-def shipped_entry(cache: Path, root: Path | None = None) -> Path | None:
-    """The shipped copy of the small-model cache entry `cache` (the same name under pretrained/small), or None."""
-    entry = (root or SHIPPED_ROOT) / Path(cache).name
-    return entry if (entry / SUMMARY).is_file() and (entry / "model").is_dir() else None
 
 
 def differences(entry: Path, record: Path) -> list[str]:
@@ -43,7 +37,7 @@ def differences(entry: Path, record: Path) -> list[str]:
 def ship(cache: Path, record: Path, root: Path | None = None) -> Path:
     """Copy the complete cache entry `cache` into the shipped models (weights, record; no checkpoint), after
     checking it is the computation of the committed record `record`. Refuses, writing nothing, otherwise."""
-    cache, record, root = Path(cache), Path(record), root or SHIPPED_ROOT
+    cache, record, root = Path(cache), Path(record), root or small_model.SHIPPED_ROOT
     if not (cache / SUMMARY).is_file() or not (cache / "model").is_dir():
         raise ValueError(f"{cache}: no complete small-model cache entry there (pretrain it first: a run of the task "
                          "pretrains it when its cache lacks it)")
@@ -55,7 +49,7 @@ def ship(cache: Path, record: Path, root: Path | None = None) -> Path:
     target = root / cache.name
     if target.exists():
         raise ValueError(f"{target} exists already (remove it to ship this entry again)")
-    repo = SHIPPED_ROOT.parent.parent     # named from the repository's root, as its documents name records
+    repo = small_model.SHIPPED_ROOT.parent.parent     # named from the repository's root, as documents name records
     where = record.resolve().relative_to(repo) if record.resolve().is_relative_to(repo) else record.resolve()
     config = {**read_json(cache / CONFIG), "shipped_as": where.as_posix()}
     copy_record(cache, target, config, dirs=("model",), skip=(EVAL_FILE,))   # .json/.jsonl only: no checkpoint
@@ -63,7 +57,6 @@ def ship(cache: Path, record: Path, root: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from runs.small_model import small_cache_dir
     from tasks import get_task
     p = argparse.ArgumentParser(description="Ship the cache entry of a task's small model with the repository.")
     p.add_argument("task")
@@ -74,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     task = get_task(args.task, args.scale)
     record = Path(args.records) / f"{task.name}-{task.scale}" / f"small-s{args.seed}"
     try:
-        print(f"shipped -> {ship(small_cache_dir(task, args.seed), record)}")
+        print(f"shipped -> {ship(small_model.small_cache_dir(task, args.seed), record)}")
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -18,8 +18,17 @@ from models.family import exported_family
 from runs import distributed, out_dirs
 from runs.lock import RunLock
 from runs.record import CONFIG, EVAL_FILE, SUMMARY, clear_run, copy_record, jsonable, read_json
-from runs.shipped import shipped_entry
 from tasks.data.text import TRAINED_TOKENIZERS
+
+
+# the small models the repository ships, one folder per cache entry (runs/shipped.py makes them)
+SHIPPED_ROOT = Path(__file__).resolve().parent.parent / "pretrained" / "small"
+
+
+def shipped_entry(cache: Path, root: Path | None = None) -> Path | None:
+    """The shipped copy of the small-model cache entry `cache` (the same name under pretrained/small), or None."""
+    entry = (root or SHIPPED_ROOT) / Path(cache).name
+    return entry if (entry / SUMMARY).is_file() and (entry / "model").is_dir() else None
 
 
 def _files_signature(path: Path) -> str:

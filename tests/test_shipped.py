@@ -11,7 +11,7 @@ import torch
 
 import run
 from models import get_family
-from runs import shipped
+from runs import shipped, small_model
 from runs.record import CONFIG, SUMMARY, load_run, read_json
 from runs.small_model import small_cache_dir
 from runs.trainer import evaluate
@@ -20,7 +20,8 @@ from tasks.scales import DEFAULT_SCALE
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY_NAME = re.compile(r"^(?P<task>[a-z0-9_]+)-(?P<scale>[a-z]+)-s(?P<seed>\d+)-(?P<digest>[0-9a-f]{10})$")
-ENTRIES = sorted(p for p in shipped.SHIPPED_ROOT.iterdir() if p.is_dir()) if shipped.SHIPPED_ROOT.is_dir() else []
+SHIPPED = small_model.SHIPPED_ROOT
+ENTRIES = sorted(p for p in SHIPPED.iterdir() if p.is_dir()) if SHIPPED.is_dir() else []
 
 
 def entry_task(entry: Path):
@@ -31,7 +32,7 @@ def entry_task(entry: Path):
 
 def test_the_readme_job_grows_from_a_shipped_small_model():
     """`python run.py --method ligo --task bert_small_base` (regime, seed 0) finds its small model shipped."""
-    assert shipped.shipped_entry(small_cache_dir(get_task("bert_small_base", DEFAULT_SCALE), 0)) is not None
+    assert small_model.shipped_entry(small_cache_dir(get_task("bert_small_base", DEFAULT_SCALE), 0)) is not None
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
@@ -75,7 +76,7 @@ def shipped_tiny(tmp_path, monkeypatch, capsys):
     record.mkdir(parents=True)
     shutil.copy2(cache / SUMMARY, record / SUMMARY)
     root = tmp_path / "shipped"
-    monkeypatch.setattr(shipped, "SHIPPED_ROOT", root)
+    monkeypatch.setattr(small_model, "SHIPPED_ROOT", root)
     entry = shipped.ship(cache, record, root)
     shutil.rmtree(cache)
     capsys.readouterr()
