@@ -25,9 +25,9 @@ from tasks.data.text import TRAINED_TOKENIZERS
 SHIPPED_ROOT = Path(__file__).resolve().parent.parent / "pretrained" / "small"
 
 
-def shipped_entry(cache: Path, root: Path | None = None) -> Path | None:
+def shipped_entry(cache: Path) -> Path | None:
     """The shipped copy of the small-model cache entry `cache` (the same name under pretrained/small), or None."""
-    entry = (root or SHIPPED_ROOT) / Path(cache).name
+    entry = SHIPPED_ROOT / Path(cache).name
     return entry if (entry / SUMMARY).is_file() and (entry / "model").is_dir() else None
 
 
@@ -123,7 +123,7 @@ def copy_pretrained_for_another_task(task, seed: int, cache: Path, log) -> bool:
                            log, skip=(EVAL_FILE,))
 
 
-def copy_shipped(task, seed: int, cache: Path, log) -> bool:
+def copy_shipped(task, cache: Path, log) -> bool:
     """Give `cache` the repository's shipped copy of this small model (runs/shipped.py), if it ships one and this
     machine's tokenizer builds the vocabulary it was trained with (otherwise the caller pretrains it, saying why).
     True where this call copied it."""
@@ -166,7 +166,7 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
         if distributed.is_main() and not (cache / SUMMARY).exists():
             if copy_pretrained_for_another_task(task, seed, cache, log):
                 obtained = "copied from another pair's pretraining"
-            elif copy_shipped(task, seed, cache, log):
+            elif copy_shipped(task, cache, log):
                 obtained = "shipped with the repository"
     if not (cache / SUMMARY).exists():
         # one process pretrains, any other run needing the same small model waits for it and then reads it
