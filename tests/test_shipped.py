@@ -13,7 +13,6 @@ import run
 from models import get_family
 from runs import shipped, small_model
 from runs.record import CONFIG, SUMMARY, load_run, read_json
-from runs.small_model import small_cache_dir
 from runs.trainer import evaluate
 from tasks import get_task
 from tasks.scales import DEFAULT_SCALE
@@ -32,7 +31,8 @@ def entry_task(entry: Path):
 
 def test_the_readme_job_grows_from_a_shipped_small_model():
     """`python run.py --method ligo --task bert_small_base` (regime, seed 0) finds its small model shipped."""
-    assert small_model.shipped_entry(small_cache_dir(get_task("bert_small_base", DEFAULT_SCALE), 0)) is not None
+    cache = small_model.small_cache_dir(get_task("bert_small_base", DEFAULT_SCALE), 0)
+    assert small_model.shipped_entry(cache) is not None
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
@@ -40,7 +40,7 @@ def test_a_shipped_entry_is_todays_cache_entry_of_a_committed_record(entry):
     """Named by the key the task's small model hashes to today (a recipe or spec change renames the cache entry,
     and this fails until the model is shipped again), and the computation of the committed record it names."""
     task, seed = entry_task(entry)
-    assert small_cache_dir(task, seed).name == entry.name
+    assert small_model.small_cache_dir(task, seed).name == entry.name
     record = ROOT / read_json(entry / CONFIG)["shipped_as"]
     assert ROOT / "records" in record.parents                                    # a committed record
     assert shipped.differences(entry, record) == []
@@ -71,7 +71,7 @@ def shipped_tiny(tmp_path, monkeypatch, capsys):
     """A tiny task's small model pretrained by a run, shipped into a temporary root as the committed record's
     computation, and the cache emptied, as on a fresh clone."""
     assert run.main([*ARGS, "--out", str(tmp_path / "pretrained-here")]) == 0
-    cache = small_cache_dir(get_task("bert_depth_only", "tiny"), 7)
+    cache = small_model.small_cache_dir(get_task("bert_depth_only", "tiny"), 7)
     record = tmp_path / "records" / "small-s7"
     record.mkdir(parents=True)
     shutil.copy2(cache / SUMMARY, record / SUMMARY)
