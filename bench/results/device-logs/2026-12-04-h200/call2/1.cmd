@@ -1,0 +1,1 @@
+TORCH_LOGS=recompiles,graph_breaks python3 bench/perf/gpu_mfu.py --device cuda --compile --models gpt2_medium --repeats 2 --no-raw --steps 40 --log-every 10 --out bench/results/gpu_mfu-compiled-gpt2-trainer.json
