@@ -148,10 +148,14 @@ def wrap_model(model, family, stage: Stage, strategies: Strategies | None, devic
 def warm_up(call, model, family, data, recipe, seed: int, device) -> None:
     """One untimed, uncharged forward/backward before the clock starts: lazy kernel and allocator set-up is
     paid once per process by whichever run comes first, and would otherwise bias wall-time comparisons
-    (a scratch run measured first looked slower than the same run measured second)."""
+    (a scratch run measured first looked slower than the same run measured second). Under the steps' autocast: a
+    compiled forward warmed up without it was compiled twice, once for nothing (dynamo's guard on autocast's state;
+    ~60 s on GPT-2 Medium, bench/README.md section 4)."""
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         batch = to_device(data.train_batch(0, recipe.batch_size, seed), device)
-        family.loss(call, batch).backward()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.bf16):
+            loss = family.loss(call, batch)
+        loss.backward()
     model.zero_grad(set_to_none=True)
 
 

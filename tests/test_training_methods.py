@@ -367,3 +367,23 @@ def test_ki_without_distillation_is_exactly_scratch(tmp_path, capsys):
     assert run.main(args + ["--method", "scratch", "--out", str(tmp_path / "scratch")]) == 0
     ki, scratch = load_run(tmp_path / "ki").summary, load_run(tmp_path / "scratch").summary
     assert ki["eval_loss"] == scratch["eval_loss"] and ki["flops"] == scratch["flops"]
+
+
+# -- the warm-up forward runs as the steps' forward does: under their autocast --------------------------------
+@pytest.mark.parametrize("bf16", [False, True])
+def test_warm_up_runs_the_forward_under_the_steps_autocast(bf16):
+    """A compiled forward guards on autocast's state: a warm-up outside the steps' autocast compiled a graph the
+    steps never use, and the first step compiled again (bench/README.md section 4)."""
+    from runs.trainer import warm_up
+    model, seen = model_of("gpt2"), []
+
+    def call(*args, **kwargs):                        # what the trainer's `call` is: the model behind a wrapper
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        return model(*args, **kwargs)
+
+    data = SimpleNamespace(train_batch=lambda step, size, seed: fake_batch(SPECS["gpt2"], size))
+    recipe = SimpleNamespace(batch_size=2, bf16=bf16)
+    warm_up(call, model, get_family("gpt2"), data, recipe, seed=0, device=torch.device("cpu"))
+    assert [enabled for enabled, _ in seen] == [bf16]               # one forward, autocast as the steps have it
+    assert not bf16 or seen[0][1] == torch.bfloat16
+    assert all(p.grad is None for p in model.parameters())        # the warm-up leaves no gradient behind
