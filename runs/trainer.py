@@ -148,9 +148,9 @@ def wrap_model(model, family, stage: Stage, strategies: Strategies | None, devic
 def warm_up(call, model, family, data, recipe, seed: int, device) -> None:
     """One untimed, uncharged forward/backward before the clock starts: lazy kernel and allocator set-up is
     paid once per process by whichever run comes first, and would otherwise bias wall-time comparisons
-    (a scratch run measured first looked slower than the same run measured second). Under the steps' autocast: a
-    compiled forward warmed up without it was compiled twice, once for nothing (dynamo's guard on autocast's state;
-    ~60 s on GPT-2 Medium, bench/README.md section 4)."""
+    (a scratch run measured first looked slower than the same run measured second). Under the steps' autocast:
+    dynamo guards a compiled forward on autocast's state, so a warm-up without it compiled a graph the steps never
+    use, and the first step compiled again."""
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         batch = to_device(data.train_batch(0, recipe.batch_size, seed), device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.bf16):
