@@ -76,6 +76,13 @@ def set_trainable(model, family, stage: Stage) -> None:
                 p.requires_grad_(False)
 
 
+def precision(device: torch.device, bf16: bool):
+    """The one numeric context every forward of a run runs in (evaluation, the warm-up, the steps): bf16 autocast
+    when the recipe asks for it. One place, so that no forward differs from the steps' (a compiled forward is guarded
+    on autocast's state)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
+
+
 @torch.no_grad()
 def evaluate(model, family, eval_batches, device, bf16: bool) -> dict:
     """Mean loss over the held-out batches (and accuracy for images). With several processes each scores its
@@ -85,7 +92,7 @@ def evaluate(model, family, eval_batches, device, bf16: bool) -> dict:
     losses, counts = torch.zeros(len(eval_batches), dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
     for i in distributed.shard(len(eval_batches), model):
         batch = to_device(eval_batches[i], device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        with precision(device, bf16):
             if family.objective == "image":
                 logits = family.logits(model, batch)
                 losses[i] = torch.nn.functional.cross_entropy(logits.float(), batch["labels"]).item()
@@ -118,7 +125,7 @@ def micro_step(model, family, method: GrowthMethod, runner: BlockRunner, batch: 
     `call`: what the forward goes through (DDP / FSDP / torch.compile around `model`; runs/distributed.wrap),
     default `model` itself."""
     with runner.forward(model, batch, stage, step, total, index) as ran:
-        with torch.autocast(batch_device(batch).type, dtype=torch.bfloat16, enabled=recipe.bf16):
+        with precision(batch_device(batch), recipe.bf16):
             loss = family.loss(model if call is None else call, batch)
             loss = method.extra_loss(model, batch, loss, step, total, ledger)
     (loss / recipe.grad_accum).backward()
@@ -148,12 +155,11 @@ def wrap_model(model, family, stage: Stage, strategies: Strategies | None, devic
 def warm_up(call, model, family, data, recipe, seed: int, device) -> None:
     """One untimed, uncharged forward/backward before the clock starts: lazy kernel and allocator set-up is
     paid once per process by whichever run comes first, and would otherwise bias wall-time comparisons
-    (a scratch run measured first looked slower than the same run measured second). Under the steps' autocast:
-    dynamo guards a compiled forward on autocast's state, so a warm-up without it compiled a graph the steps never
-    use, and the first step compiled again."""
+    (a scratch run measured first looked slower than the same run measured second). In the steps' `precision`: a
+    warm-up outside it compiled a graph the steps never use, and the first step compiled again."""
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         batch = to_device(data.train_batch(0, recipe.batch_size, seed), device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.bf16):
+        with precision(device, recipe.bf16):
             loss = family.loss(call, batch)
         loss.backward()
     model.zero_grad(set_to_none=True)
