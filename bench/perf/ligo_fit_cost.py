@@ -32,6 +32,7 @@ import torch  # noqa: E402
 from bench.cli import check_result_file, checked_device, non_negative_int, positive_int, refused_as_one_line  # noqa: E402
 from bench.result_file import RESULTS, write_result  # noqa: E402
 from runs.cli import OneLineArgumentParser  # noqa: E402
+from runs.trainer import precision  # noqa: E402
 import methods  # noqa: E402,F401
 from methods.ligo import FitSession, materialise_flops  # noqa: E402
 from methods.ligo_operator import LigoOperator  # noqa: E402
@@ -70,7 +71,7 @@ def time_steps(repeats: int, batch: int, seq: int, pair: str = "mini", device: s
     opt = torch.optim.AdamW(large.parameters(), lr=2e-4, weight_decay=0.01, eps=1e-6)
 
     def train_step(b):
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        with precision(device, bf16):
             loss = family.loss(large, b)
         opt.zero_grad(set_to_none=True)
         loss.backward()

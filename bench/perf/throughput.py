@@ -36,7 +36,7 @@ from methods import get_method  # noqa: E402
 from models import get_family  # noqa: E402
 from runs.ledger import FlopsLedger  # noqa: E402
 from runs.record import RunWriter  # noqa: E402
-from runs.trainer import make_optimizer, train  # noqa: E402
+from runs.trainer import make_optimizer, precision, train  # noqa: E402
 from tasks import get_task  # noqa: E402
 
 SEED = 0
@@ -102,7 +102,7 @@ def raw_run(task, data, device, compile: bool = False, at_mark=None) -> list[flo
             if at_mark is not None:
                 at_mark(step)
         batch = {k: v.to(device) for k, v in data.train_batch(step, r.batch_size, SEED).items()}
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=r.bf16):
+        with precision(device, r.bf16):     # the trainer's own numeric context, so trainer/raw compares like with like
             loss = family.loss(call, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, r.grad_clip)
