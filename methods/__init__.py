@@ -6,11 +6,11 @@ import importlib
 import pkgutil
 
 from methods.base import Config, GrowthMethod, Stage
-from methods.registry import METHODS, get_method, list_methods, register_method
+from methods.registry import METHODS, get_method, list_methods, refusal, register_method
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     if _module.isidentifier():       # an editor's backup or a stray file is no module
         importlib.import_module(f"{__name__}.{_module}")
 del _module
 
-__all__ = ["Config", "GrowthMethod", "METHODS", "Stage", "get_method", "list_methods", "register_method"]
+__all__ = ["Config", "GrowthMethod", "METHODS", "Stage", "get_method", "list_methods", "refusal", "register_method"]

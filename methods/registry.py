@@ -48,5 +48,15 @@ def get_method(name: str, task=None, **overrides):
     return cls(**{**defaults, **overrides})
 
 
+def refusal(name: str, task) -> str | None:
+    """Why the method `name` refuses to grow `task`'s pair (its check_pair's one line), or None where it takes it:
+    for the tools that lay methods out over pairs (a sweep, a benchmark's table) without running any."""
+    try:
+        get_method(name, task).check_pair(task)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def list_methods() -> list[str]:
     return sorted(METHODS)

@@ -49,7 +49,6 @@ def test_lemon_decay_trains_the_large_model_for_lemons_uncut_share_and_shares_th
     assert "lemon-decay" not in {e.name for e in SWEEPS["all"].entries("tiny")}
 
 
-
 def test_extra_starts_run_direct_copy_and_lemon_on_each_headline_pair_that_takes_them():
     """Issue 61's "LEMON and direct copy where they apply": where a method refuses a pair (its check_pair), the sweep
     leaves it out instead of failing the sweep; where it takes one, the sweep runs it. `all` leaves the sweep out."""
@@ -68,6 +67,7 @@ def test_extra_starts_run_direct_copy_and_lemon_on_each_headline_pair_that_takes
             get_method("lemon", bert).check_pair(bert)
     paper = {(e.task, e.name) for e in SWEEPS["all"].entries("tiny")}
     assert ("gpt2_base_medium", "lemon") not in paper and ("bert_small_base", "direct_copy") not in paper
+
 
 def test_official_start_sweep_swaps_one_part_of_the_official_start_at_a_time():
     """official_start's variants are LiGO's copy start with LiGO's random rows and LiGO's start with the copy start's

@@ -184,21 +184,13 @@ HEADLINE_PAIRS = ("bert_small_base", "gpt2_base_medium", "deit_s_b")
 EXTRA_STARTS = ("direct_copy", "lemon")
 
 
-def takes_pair(method: str, task) -> bool:
-    from methods.registry import get_method     # (imports torch: only when this sweep is planned)
-    try:
-        get_method(method, task).check_pair(task)
-    except ValueError:
-        return False
-    return True
-
-
 def extra_start_entries(scale: str) -> list[Entry]:
+    from methods.registry import refusal     # (imports torch: only when this sweep is planned)
     from tasks.registry import get_task
     out = []
     for name in HEADLINE_PAIRS:
         task = get_task(name, scale)
-        out += methods(name, ("scratch",) + tuple(m for m in EXTRA_STARTS if takes_pair(m, task)))
+        out += methods(name, ("scratch",) + tuple(m for m in EXTRA_STARTS if refusal(m, task) is None))
     return out
 
 
