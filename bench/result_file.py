@@ -18,7 +18,9 @@ def environment() -> dict:
     try:        # imported here: grow_cost.py measures its children before its own process loads torch
         import numpy
         import torch
-        env.update(torch=torch.__version__, cuda=torch.version.cuda, numpy=numpy.__version__)
+
+        from runs.hardware import cpu_model     # imports torch
+        env.update(torch=torch.__version__, cuda=torch.version.cuda, numpy=numpy.__version__, cpu=cpu_model())
     except ImportError:
         pass
     return env

@@ -32,6 +32,7 @@ from models import get_family
 from runs import distributed, out_dirs
 from runs.card import write_model_card
 from runs.computation import fingerprint
+from runs.hardware import cpu_model
 from runs.ledger import FlopsLedger
 from runs.lock import RunLock
 from runs.preflight import (CannotResume, check_checkpoint, check_default_dir, check_inputs, check_out,
@@ -75,7 +76,7 @@ def environment(device: torch.device) -> dict:
             versions[name] = None
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     return {"git": rev, "versions": versions, "python": sys.version.split()[0], "device": str(device),
-            "device_name": name, "threads": torch.get_num_threads()}
+            "device_name": name, "cpu": cpu_model(), "threads": torch.get_num_threads()}
 
 
 def reference(data, task) -> dict:
