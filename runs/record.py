@@ -207,6 +207,17 @@ def read_json(path: Path):
         raise ValueError(f"{path}: not valid JSON (not UTF-8 text)") from None
 
 
+# what must agree between two records of one pretraining (or any run) for them to be the same computation
+SAME_RESULT = ("step", "flops", "units", "eval_loss", "eval_acc")
+
+
+def result_differences(mine: Path, theirs: Path) -> list[str]:
+    """How the complete run in `mine` ended otherwise than the one in `theirs` (empty: the same computation, to
+    every digit). A small model pretrained again on another CPU can end some 1e-7 away from its committed record."""
+    a, b = read_json(Path(mine) / SUMMARY), read_json(Path(theirs) / SUMMARY)
+    return [f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in SAME_RESULT if a.get(k) != b.get(k)]
+
+
 def copy_record(src: Path, dst: Path, config: dict, dirs: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> None:
     """Give `dst` the record of `src`, the same computation: its .json/.jsonl files but `skip` and the folders
     `dirs` (the exported model, for a run that is read again), with `config` as its config.json. summary.json

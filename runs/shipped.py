@@ -22,16 +22,7 @@ import sys
 from pathlib import Path
 
 from runs import small_model
-from runs.record import CONFIG, EVAL_FILE, SUMMARY, copy_record, read_json
-
-# what must agree between the entry's pretraining and the committed record it stands for
-SAME_RESULT = ("step", "flops", "units", "eval_loss", "eval_acc")
-
-
-def differences(entry: Path, record: Path) -> list[str]:
-    """How the pretraining in `entry` differs from the committed record `record` (empty: the same computation)."""
-    mine, theirs = read_json(entry / SUMMARY), read_json(record / SUMMARY)
-    return [f"{k} {mine.get(k)!r} vs {theirs.get(k)!r}" for k in SAME_RESULT if mine.get(k) != theirs.get(k)]
+from runs.record import CONFIG, EVAL_FILE, SUMMARY, copy_record, read_json, result_differences
 
 
 def ship(cache: Path, record: Path, root: Path | None = None) -> Path:
@@ -44,7 +35,7 @@ def ship(cache: Path, record: Path, root: Path | None = None) -> Path:
     if not (record / SUMMARY).is_file():
         raise ValueError(f"{record}: no committed record of the small model's pretraining there (give --records "
                          "the root that holds <task>-<scale>/small-s<seed>)")
-    if diff := differences(cache, record):
+    if diff := result_differences(cache, record):
         raise ValueError(f"{cache} is not the computation of {record}: {'; '.join(diff)}")
     target = root / cache.name
     if target.exists():

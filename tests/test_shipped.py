@@ -12,7 +12,7 @@ import torch
 import run
 from models import get_family
 from runs import shipped, small_model
-from runs.record import CONFIG, SUMMARY, load_run, read_json
+from runs.record import CONFIG, SUMMARY, load_run, read_json, result_differences
 from runs.trainer import evaluate
 from tasks import get_task
 from tasks.scales import DEFAULT_SCALE
@@ -43,7 +43,7 @@ def test_a_shipped_entry_is_todays_cache_entry_of_a_committed_record(entry):
     assert small_model.small_cache_dir(task, seed).name == entry.name
     record = ROOT / read_json(entry / CONFIG)["shipped_as"]
     assert ROOT / "records" in record.parents                                    # a committed record
-    assert shipped.differences(entry, record) == []
+    assert result_differences(entry, record) == []
     assert not (entry / "checkpoint.pt").exists()
 
 

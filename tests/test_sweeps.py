@@ -233,3 +233,33 @@ def test_sweep_eval_settings_reach_the_evaluation_and_a_pruned_run_is_refused_be
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --eval mini: 1 complete run(s) were pruned before this evaluation") and "\n" not in err
     assert sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*")) == before
+
+
+def test_a_small_models_committed_record_is_not_overwritten_by_another_pretraining(tmp_path):
+    """A run that grew from a small model pretrained again on another CPU (its eval loss some 1e-7 away) must not
+    replace the committed small-s<seed> record the other runs of that seed grew from; the sweep's log says why it
+    was kept. The same pretraining, evaluated since, is copied again (its eval.json joins the record)."""
+    import json
+    from types import SimpleNamespace
+    from bench.sweeps.cli import finish_run
+    cache, task = tmp_path / "cache" / "small-entry", tmp_path / "out" / "pair-regime"
+    run, committed = task / "lemon-s0", task / "small-s0"
+    for d in (cache, run, committed):
+        d.mkdir(parents=True)
+    summary = {"step": 6400, "flops": 1.0e14, "units": 409600, "eval_loss": 3.98663774, "eval_acc": None}
+    (committed / "summary.json").write_text(json.dumps(summary))
+    (committed / "config.json").write_text('{"seed": 0}')
+    (cache / "summary.json").write_text(json.dumps({**summary, "eval_loss": 3.9866373}))
+    (cache / "config.json").write_text('{"seed": 0, "pretrained": "again"}')
+    (cache / "eval.json").write_text('{"suites": {"mini": {}}}')
+    (run / "config.json").write_text(json.dumps({"small": {"source": "cache", "path": str(cache)}}))
+    before = {p.name: p.read_bytes() for p in committed.iterdir()}
+    logs = []
+    finish_run(run, SimpleNamespace(small_label="small"), 0, ok=True, prune_done=False, log=logs.append)
+    assert {p.name: p.read_bytes() for p in committed.iterdir()} == before
+    assert len(logs) == 1 and f"{committed} kept" in logs[0] and "eval_loss 3.9866373 vs 3.98663774" in logs[0]
+    (cache / "summary.json").write_text(json.dumps(summary))         # the same computation, evaluated since
+    logs.clear()
+    finish_run(run, SimpleNamespace(small_label="small"), 0, ok=True, prune_done=False, log=logs.append)
+    assert not logs and (committed / "eval.json").is_file()
+    assert json.loads((committed / "config.json").read_text())["pretrained"] == "again"

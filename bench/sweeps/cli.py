@@ -132,7 +132,7 @@ def run_sweep(names: list[str], scale: str = DEFAULT_SCALE, seeds: list[int] | N
         if jobs:      # the same runs, each made by the same function in a submitit job, into the same directories
             from bench.sweeps.launch import launch_plan
             return launch_plan(todo, Path(out), scale, common, device, eval_suites, eval_settings, eval_options, log,
-                               launch, lambda path, entry, seed, ok: finish_run(path, entry, seed, ok, prune_done))
+                               launch, lambda path, entry, seed, ok: finish_run(path, entry, seed, ok, prune_done, log))
         return run_plan(todo, out, scale, common, dry_run, prune_done, device, eval_suites, eval_options, log, at)
     except KeyboardInterrupt as e:     # Ctrl-C, or SIGTERM/SIGHUP (run.py stop_signals_as_interrupt)
         if not at:
@@ -159,14 +159,15 @@ def run_plan(todo: list[tuple[Entry, int]], out: Path, scale: str, common: tuple
         for key, items in got.items():
             outcome[key].extend(items)
         if ok is not None:
-            finish_run(path, entry, seed, ok, prune_done)
+            finish_run(path, entry, seed, ok, prune_done, log)
     return outcome
 
 
-def finish_run(path: Path, entry: Entry, seed: int, ok: bool, prune_done: bool) -> None:
+def finish_run(path: Path, entry: Entry, seed: int, ok: bool, prune_done: bool, log) -> None:
     """After a run (made, found complete, or recorded as its twin): the small model's record beside it, and with
     --prune the record alone, unless its evaluation failed (`ok` False: the weights are kept for another try)."""
-    copy_small_record(path, entry.small_label, seed)
+    if kept := copy_small_record(path, entry.small_label, seed):
+        log(f"    {kept}")
     if prune_done and ok:
         prune(path)
 

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 # runs.record is stdlib only: importing it here costs `--list` and `--dry-run` nothing
-from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, copy_record, read_json
+from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, copy_record, read_json, result_differences
 
 RECORD_FILES = (CONFIG, METRICS, SUMMARY, EVAL_FILE)   # eval.json: if evaluated
 
@@ -46,17 +46,26 @@ def small_record_source(run: Path) -> Path | None:
     return src if small.get("source") == "cache" and (src / SUMMARY).exists() else None
 
 
-def copy_small_record(run: Path, label: str, seed: int) -> None:
+def copy_small_record(run: Path, label: str, seed: int) -> str | None:
     """Copy the small model's pretraining record (no weights) next to the run as <label>-s<seed>, once per seed
-    and variant (again when the cached one has been evaluated since)."""
+    and variant (again when the cached one has been evaluated since). A record there of another pretraining (the
+    small model pretrained again on another CPU, ending some 1e-7 away) is kept, not overwritten: it is the one the
+    other runs of that seed grew from. Returns why it was kept, for the sweep's log; None otherwise."""
     src = small_record_source(run)
     dst = run.parent / f"{label}-s{seed}"
-    if src is None or ((dst / SUMMARY).exists() and not (src / EVAL_FILE).exists()):
-        return
+    if src is None:
+        return None
+    if (dst / SUMMARY).exists():
+        if differ := result_differences(src, dst):
+            return (f"{dst} kept: the small model this run grew from, {src}, is another pretraining than that "
+                    f"record's ({'; '.join(differ)})")
+        if not (src / EVAL_FILE).exists():
+            return None
     dst.mkdir(parents=True, exist_ok=True)
     for name in RECORD_FILES:
         if (src / name).exists():
             shutil.copy2(src / name, dst / name)
+    return None
 
 
 def find_twin(task, method, strategies, path: Path, seed: int, device: str, log) -> Path | None:
