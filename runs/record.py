@@ -213,7 +213,7 @@ SAME_RESULT = ("step", "flops", "units", "eval_loss", "eval_acc")
 
 def result_differences(mine: Path, theirs: Path) -> list[str]:
     """How the complete run in `mine` ended otherwise than the one in `theirs` (empty: the same computation, to
-    every digit). A small model pretrained again on another CPU can end some 1e-7 away from its committed record."""
+    every digit; a small model pretrained again on another CPU need not be: records/README.md)."""
     a, b = read_json(Path(mine) / SUMMARY), read_json(Path(theirs) / SUMMARY)
     return [f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in SAME_RESULT if a.get(k) != b.get(k)]
 

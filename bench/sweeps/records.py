@@ -49,8 +49,9 @@ def small_record_source(run: Path) -> Path | None:
 def copy_small_record(run: Path, label: str, seed: int) -> str | None:
     """Copy the small model's pretraining record (no weights) next to the run as <label>-s<seed>, once per seed
     and variant (again when the cached one has been evaluated since). A record there of another pretraining (the
-    small model pretrained again on another CPU, ending some 1e-7 away) is kept, not overwritten: it is the one the
-    other runs of that seed grew from. Returns why it was kept, for the sweep's log; None otherwise."""
+    small model pretrained again, on a CPU that does not end it at the record to every digit) is kept, not
+    overwritten: it is the one the other runs of that seed grew from. Returns why it was kept, for the sweep's log;
+    None otherwise."""
     src = small_record_source(run)
     dst = run.parent / f"{label}-s{seed}"
     if src is None:
