@@ -9,7 +9,8 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
-from runs.record import enclosing_record, process_alive
+from runs.atomic import process_alive
+from runs.record import enclosing_record
 from runs.signals import signals_held
 
 MANIFEST = ".written"       # the files the last analysis into an --out wrote (staged: a re-analysis drops them)

@@ -12,7 +12,8 @@ import torch
 
 from runs import distributed
 from runs.ledger import FlopsLedger
-from runs.record import CHECKPOINT_FILE, CONFIG, read_json, run_identity, save_atomic
+from runs.atomic import read_json, save_atomic
+from runs.record import CHECKPOINT_FILE, CONFIG, run_identity
 
 CHECKPOINT = CHECKPOINT_FILE      # the file's name, one definition (runs/record.py: torch-free readers need it)
 

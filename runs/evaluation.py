@@ -11,7 +11,8 @@ from pathlib import Path
 
 from models import ModelSpec
 from runs.lock import RunLock
-from runs.record import EVAL_FILE, Run, load_run, read_json, write_json_atomic
+from runs.atomic import read_json, write_json_atomic
+from runs.record import EVAL_FILE, Run, load_run
 from tasks.evals import EvalOptions, Pretrained, format_table, plan, run_suites, suite_average
 
 

@@ -30,6 +30,7 @@ from methods import get_method
 from methods.base import GrowthMethod
 from models import get_family
 from runs import distributed, out_dirs
+from runs.atomic import atomic_path, read_json, save_atomic, write_json_atomic
 from runs.card import write_model_card
 from runs.computation import fingerprint
 from runs.hardware import cpu_model
@@ -38,8 +39,7 @@ from runs.lock import RunLock
 from runs.preflight import (CannotResume, check_checkpoint, check_default_dir, check_inputs, check_out,
                             check_record_types, check_resumable, check_seed, check_vocab, inspect_out, interrupted,
                             jsonable, record_state)
-from runs.record import (CONFIG, METRICS, SUMMARY, RunWriter, atomic_path, read_json, read_metrics, save_atomic,
-                         write_json_atomic)
+from runs.record import CONFIG, METRICS, SUMMARY, RunWriter, read_metrics
 from runs.small_model import describe_small, resolve_small, small_identity
 from runs.strategies import Strategies, apply_strategies
 from runs.tracking import parse_report_to

@@ -17,9 +17,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runs.atomic import read_json
 from runs.lock import LOCK
 from runs.record import (CHECKPOINT_FILE as CHECKPOINT, CONFIG, METRICS, SUMMARY, RunExistsError, comparable_method,
-                         comparable_task, differing_keys, is_leftover, is_run_config, jsonable, read_json, read_metrics,
+                         comparable_task, differing_keys, is_leftover, is_run_config, jsonable, read_metrics,
                          run_identity)
 from runs.sizes import check_sizes
 from tasks.rules import SEED_LIMIT

@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 
 from runs import small_model
-from runs.record import CONFIG, EVAL_FILE, SUMMARY, copy_record, read_json, result_differences
+from runs.atomic import read_json
+from runs.record import CONFIG, EVAL_FILE, SUMMARY, copy_record, result_differences
 
 
 def ship(cache: Path, record: Path, root: Path | None = None) -> Path:

@@ -17,7 +17,8 @@ from models import get_family
 from models.family import exported_family
 from runs import distributed, out_dirs
 from runs.lock import RunLock
-from runs.record import CONFIG, EVAL_FILE, SUMMARY, clear_run, copy_record, jsonable, read_json
+from runs.atomic import read_json
+from runs.record import CONFIG, EVAL_FILE, SUMMARY, clear_run, copy_record, jsonable
 from tasks.data.text import TRAINED_TOKENIZERS
 
 

@@ -17,8 +17,8 @@ import pytest
 
 import run
 from records import SCRATCH, write_run
-from runs.record import (ARTIFACTS, CONFIG, METRICS, RUN_ENTRIES, SUMMARY, atomic_path, clear_run, is_leftover,
-                         load_run, write_json_atomic)
+from runs.atomic import atomic_path, write_json_atomic
+from runs.record import ARTIFACTS, CONFIG, METRICS, RUN_ENTRIES, SUMMARY, clear_run, is_leftover, load_run
 from runs.signals import STOP_SIGNALS, signals_held
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ from runs.ledger import FlopsLedger
 import pandas as pd
 
 from analysis.frames import one_machine
-from runs.record import (RunExistsError, RunWriter, atomic_path, load_run, read_metrics, run_machine,
-                         write_json_atomic)
+from runs.atomic import atomic_path, write_json_atomic
+from runs.record import RunExistsError, RunWriter, load_run, read_metrics, run_machine
 
 
 def test_writer_and_reader_round_trip(tmp_path):

@@ -71,7 +71,8 @@ def test_a_pairs_own_regime_is_one_a_committed_probe_passes_at_seeds_0_and_1(nam
     """`get_task(name, "regime")` trains exactly what a committed probe trained (the task record as runs are compared:
     runs/record.py compared_task), and that probe passes every regime check, the control's included, at
     seeds 0 and 1: a registry edit that moves the regime off its evidence fails here."""
-    from runs.record import compared_task, jsonable, read_json
+    from runs.atomic import read_json
+    from runs.record import compared_task, jsonable
     from tasks import get_task
     same = lambda record: jsonable(compared_task(record))       # noqa: E731  (tuples as lists, as config.json has them)
     want = same(get_task(name, "regime").to_dict())

@@ -12,7 +12,8 @@ import torch
 import run
 from models import get_family
 from runs import shipped, small_model
-from runs.record import CONFIG, SUMMARY, load_run, read_json, result_differences
+from runs.atomic import read_json
+from runs.record import CONFIG, SUMMARY, load_run, result_differences
 from runs.trainer import evaluate
 from tasks import get_task
 from tasks.scales import DEFAULT_SCALE

@@ -26,7 +26,8 @@ from pathlib import Path
 from analysis.regime import SMALL_TOKEN_SHARE, UNIGRAM_MARGIN
 from bench.cli import refused_as_one_line
 from bench.result_file import REPO
-from runs.record import SUMMARY, load_run, read_json, run_machine
+from runs.atomic import read_json
+from runs.record import SUMMARY, load_run, run_machine
 
 CONTROLS, RUNS, SMALL = "controls", "runs", "small"     # a probe folder's parts: self-contained once trained
 CHILD_STOP_WAIT_S = 60      # a stopped tool's last checkpoint write and lock release; then it is killed

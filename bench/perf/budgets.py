@@ -104,7 +104,8 @@ def runs_in(work: Path) -> list[dict]:
     steps, seconds a step and final eval loss. The rest of the process's time is start-up, evaluation, export.
     A small model the repository shipped (its config.json's `shipped_as`) was not trained in this measurement: its
     row says `shipped` and gives no wall time."""
-    from runs.record import CONFIG, SUMMARY, read_json
+    from runs.atomic import read_json
+    from runs.record import CONFIG, SUMMARY
     rows = []
     for summary in sorted(work.rglob(SUMMARY)):
         record = read_json(summary)

@@ -8,7 +8,8 @@ import shutil
 from pathlib import Path
 
 # runs.record is stdlib only: importing it here costs `--list` and `--dry-run` nothing
-from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, copy_record, read_json, result_differences
+from runs.atomic import read_json
+from runs.record import CONFIG, EVAL_FILE, METRICS, SUMMARY, copy_record, result_differences
 
 RECORD_FILES = (CONFIG, METRICS, SUMMARY, EVAL_FILE)   # eval.json: if evaluated
 

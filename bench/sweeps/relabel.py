@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 from bench.cli import refused_as_one_line
-from runs.record import CONFIG, read_json, write_json_atomic
+from runs.atomic import read_json, write_json_atomic
+from runs.record import CONFIG
 
 SMALL_PREFIX = "small-"
 
