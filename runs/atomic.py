@@ -1,6 +1,7 @@
 """Files written so that a crash never leaves half of one: a temporary beside the file, fsynced and renamed over
 it (atomic_path), and the temporaries a killed writer leaves behind, removed once their writer is dead. The run
-record (runs/record.py) writes every file of a run this way, and the analysis its outputs.
+record (runs/record.py) writes every file of a run this way; the analysis, which stages its output folder whole
+(analysis/output.py), removes a killed analysis's staging by the same rule (process_alive).
 """
 from __future__ import annotations
 
