@@ -35,8 +35,8 @@ def test_layers_import_one_way(layer):
 
 def test_analysis_reads_only_the_record_format():
     """analysis may import runs.record (the format's one reader), runs.atomic (the record's atomic writes, whose
-    rule for a killed writer's leftovers the analysis's staging uses too) and runs.signals (how a program stops on a signal, shared with run.py and the
-    sweeps), all stdlib only, and nothing else of runs/."""
+    rule for a killed writer's leftovers the analysis's staging uses too) and runs.signals (how a program stops on
+    a signal, shared with run.py and the sweeps), all stdlib only, and nothing else of runs/."""
     assert set(imports("analysis")) <= {"runs.record", "runs.atomic", "runs.signals"}, imports("analysis")
 
 
