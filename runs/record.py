@@ -208,9 +208,13 @@ def starts(config: dict) -> list[dict]:
 
 
 def machine(environment: dict | None) -> str:
-    """One start's machine as the wall-time comparisons name it: device and torch threads."""
+    """One start's machine as the wall-time comparisons name it: device and torch threads, the device of a CPU run
+    being its CPU model where the record names one (runs/hardware.py cpu_model), as two CPUs of one architecture run
+    at another pace. A record that names no model (made before models were recorded) is not taken for one that
+    does: nothing says it ran on that CPU."""
     env = environment or {}
-    return f"{env.get('device_name') or env.get('device') or '?'}, {env.get('threads') or '?'} thr."
+    device = env.get("cpu") if env.get("device") == "cpu" and env.get("cpu") else None
+    return f"{device or env.get('device_name') or env.get('device') or '?'}, {env.get('threads') or '?'} thr."
 
 
 def run_machine(config: dict, name_of=machine) -> str:

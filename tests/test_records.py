@@ -52,6 +52,19 @@ def start_config(threads: int, argv: list[str]) -> dict:
             "environment": {"device": "cpu", "device_name": "x86_64", "threads": threads}}
 
 
+def test_a_cpu_runs_machine_is_its_cpu_model_where_recorded():
+    # two CPUs of one architecture ("x86_64") run at another pace: their wall times are two machines'
+    epyc = {"device": "cpu", "device_name": "x86_64", "cpu": "AMD EPYC", "threads": 2}
+    xeon = {**epyc, "cpu": "Intel(R) Xeon(R) Platinum"}
+    assert run_machine({"environment": epyc}) == "AMD EPYC, 2 thr."
+    assert run_machine({"environment": epyc, "resumed": [{"step": 9, "environment": xeon}]}) == \
+        "AMD EPYC, 2 thr. then Intel(R) Xeon(R) Platinum, 2 thr."
+    # a record made before CPU models were recorded is not taken for the EPYC's; a GPU run is its GPU's
+    assert run_machine(start_config(2, [])) != run_machine({"environment": epyc})
+    gpu = {"device": "cuda", "device_name": "NVIDIA H200", "cpu": "AMD EPYC", "threads": 16}
+    assert run_machine({"environment": gpu}) == "NVIDIA H200, 16 thr."
+
+
 def test_a_resume_elsewhere_is_recorded_and_its_wall_time_is_no_single_machines(tmp_path):
     # a sweep stopped at step 200 on 2 threads and resumed by a launcher that gives each run 1 thread: the record
     # must not say "2 threads" of a wall time mostly made on one, nor put it beside scratch's 2-thread runs
