@@ -18,7 +18,7 @@ from models.family import exported_family
 from runs import distributed, out_dirs
 from runs.lock import RunLock
 from runs.atomic import read_json
-from runs.record import CONFIG, EVAL_FILE, SUMMARY, clear_run, copy_record, jsonable
+from runs.record import CONFIG, EVAL_FILE, SAME_RESULT, SUMMARY, clear_run, copy_record, jsonable
 from tasks.data.text import TRAINED_TOKENIZERS
 
 
@@ -182,8 +182,11 @@ def resolve_small(task, seed: int, small_dir: Path | None, device, log, progress
     summary = read_json(cache / SUMMARY)
     check_cached_tokenizer(task, cache)
     model = family.load(cache / "model")
+    # how the pretraining ended (step, FLOPs, units, final eval): a cache entry pretrained again, on another CPU,
+    # can end a rounding away from the record the seed's other runs grew from, and only this tells the two apart
+    ended = {k: summary[k] for k in SAME_RESULT if k in summary}
     return model, {"path": str(cache), "pretrain_flops": summary["flops"], "pretrain_wall": summary["wall"],
-                   "source": "cache", "obtained": obtained}
+                   "pretrain_result": ended, "source": "cache", "obtained": obtained}
 
 
 def check_cached_tokenizer(task, cache: Path) -> None:

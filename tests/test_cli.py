@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import run
-from runs.record import load_run
+from runs.record import SAME_RESULT, load_run
 from tasks import list_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +41,10 @@ def test_growth_method_pretrains_and_caches_the_small_model(tmp_path, capsys):
     # both grew from the one cache entry; the record says which run paid for its pretraining
     assert first["path"] == second["path"] and first["pretrain_flops"] == second["pretrain_flops"]
     assert (first["obtained"], second["obtained"]) == ("pretrained by this run", "found in the cache")
+    # and which pretraining of it: how the cache entry's record ended, its final eval included
+    ended = load_run(Path(first["path"])).summary
+    assert first["pretrain_result"] == second["pretrain_result"] == {k: ended[k] for k in SAME_RESULT if k in ended}
+    assert first["pretrain_result"]["eval_loss"] > 0
 
 
 def test_small_recipe_settings_change_the_small_models_pretraining_only(tmp_path, capsys):
