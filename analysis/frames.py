@@ -20,8 +20,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from analysis.load import (SEED_SUFFIX, identity, logged_spaces, recipe_difference, recipe_preset, scratch_recipes,
-                           trained)
+from analysis.load import SEED_SUFFIX, identity, recipe_difference, recipe_preset, scratch_recipes, trained
+from analysis.record_checks import logged_spaces
 from runs.record import EVAL_FILE, Run, run_machine
 
 

@@ -12,6 +12,7 @@ import pytest
 from analysis import all_savings, cost_to_reach, curves_frame, load_runs, runs_frame, summarize
 from analysis.tables import fit_steps_table, init_table, savings_table, to_latex, to_markdown
 from records import SCRATCH, write_run      # tests/records.py: synthetic records in the real format
+from tasks import SCALES
 
 
 def analyse(root):
@@ -699,16 +700,18 @@ def test_records_that_contradict_themselves_are_left_out_with_one_line(tmp_path,
     assert message in problems[0].message and "\n" not in problems[0].message
 
 
-def test_a_record_filed_under_another_task_and_a_corrupt_eval_json_are_reported(tmp_path):
-    write_run(tmp_path, "scratch", SCRATCH)
-    stray = write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 200, 4.0)], task="gpt2_base_medium")
-    (tmp_path / "bert_small_base-mini" / "ligo-s0").parent.mkdir(exist_ok=True)
-    stray.rename(tmp_path / "bert_small_base-mini" / "ligo-s0")
-    d = write_run(tmp_path, "net2net", [(0, 0, 9.0), (1, 200, 4.0)])
+@pytest.mark.parametrize("scale", SCALES)
+def test_a_record_filed_under_another_task_and_a_corrupt_eval_json_are_reported(tmp_path, scale):
+    # at every scale run.py writes, the default (regime) included: the analysis cannot import tasks/, so its list
+    # of scales is its own, and a scale missing there left that scale's folders unchecked
+    write_run(tmp_path, "scratch", SCRATCH, scale=scale)
+    stray = write_run(tmp_path, "ligo", [(0, 0, 9.0), (1, 200, 4.0)], task="gpt2_base_medium", scale=scale)
+    stray.rename(tmp_path / f"bert_small_base-{scale}" / "ligo-s0")
+    d = write_run(tmp_path, "net2net", [(0, 0, 9.0), (1, 200, 4.0)], scale=scale)
     (d / "eval.json").write_text("{not json")
     runs, problems = load_runs(tmp_path)
     found = {(p.kind, p.dir.name): p.message for p in problems}
-    assert "filed under bert_small_base-mini" in found["corrupt", "ligo-s0"]
+    assert f"filed under bert_small_base-{scale}" in found["corrupt", "ligo-s0"]
     assert "eval.json unreadable" in found["eval", "net2net-s0"]
     assert {r.dir.name for r in runs} == {"scratch-s0", "net2net-s0"}       # the run stays; its scores do not
     assert runs_frame(runs).set_index("label").loc["net2net", "downstream"] == {}
@@ -906,3 +909,25 @@ def test_a_task_with_only_scratch_says_so_on_the_terminal(tmp_path, capsys):
     assert analysis(["--runs", str(runs), "--out", str(tmp_path / "out"), "--formats", "png"]) == 0
     line = next(li for li in capsys.readouterr().out.splitlines() if li.startswith("  ") and "[" in li)
     assert line.endswith(": no growth run yet (scratch only)"), line
+
+
+def test_a_run_grown_from_another_pretraining_of_its_small_model_is_flagged(tmp_path):
+    """The small-s<seed> record beside a task's runs is the small model they are shown against; a run whose cache
+    entry was pretrained again and ended elsewhere (config.small pretrain_result) is kept and flagged with both
+    ends; one that ended the same, or a record that does not say (older), or one grown under another small recipe
+    (another small model), is not."""
+    recipe = {"steps": 4}
+    small = write_run(tmp_path, "scratch", [(0, 0, 9.0), (4, 40, 6.25)], task="bert_small_base:small",
+                      label="small", recipe={}, steps=4)
+    ended = {k: json.loads((small / "summary.json").read_text()).get(k) for k in ("step", "flops", "eval_loss")}
+    write_run(tmp_path, "scratch", SCRATCH)
+    grow = dict(points=[(0, 0, 9.0), (1, 200, 4.0)], small_recipe=recipe)
+    write_run(tmp_path, "ligo", small={"pretrain_result": ended}, **grow)
+    write_run(tmp_path, "net2net", small={"pretrain_result": {**ended, "eval_loss": 6.2500001}}, **grow)
+    write_run(tmp_path, "stackbert", small={}, **grow)
+    write_run(tmp_path, "ki", small={"pretrain_result": {**ended, "eval_loss": 5.0}}, points=grow["points"],
+              small_recipe={"steps": 8})
+    runs, problems = load_runs(tmp_path)
+    assert len(runs) == 6
+    assert [(p.kind, p.dir.name) for p in problems] == [("mismatch", "net2net-s0")]
+    assert "small-s0's record (eval_loss 6.2500001 vs 6.25)" in problems[0].message
