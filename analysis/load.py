@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis import names
-
 from analysis.record_checks import of_kind, record_problem
+
 # Why import runs.record rather than re-implement it: it is the format's one reader, stdlib only (runs/__init__
 # is empty, so no torch is pulled in), and it owns the truncated-last-line recovery that analysis must share.
 # Of runs/ the analysis imports only it, its atomic writes and runs/signals.py (tests/test_layering.py).
