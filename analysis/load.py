@@ -28,7 +28,7 @@ from analysis.record_checks import of_kind, record_problem
 # Why import runs.record rather than re-implement it: it is the format's one reader, stdlib only (runs/__init__
 # is empty, so no torch is pulled in), and it owns the truncated-last-line recovery that analysis must share.
 # Of runs/ the analysis imports only it, its atomic writes and runs/signals.py (tests/test_layering.py).
-from runs.record import (CONFIG, EVAL_FILE, METRICS, SAME_RESULT, SUMMARY, Run, is_leftover, load_run,
+from runs.record import (CONFIG, EVAL_FILE, METRICS, SUMMARY, Run, ended_otherwise, is_leftover, load_run,
                          without_logging)
 
 SEED_SUFFIX = re.compile(r"^(?P<label>.+)-s(?P<seed>\d+)$")
@@ -245,10 +245,11 @@ def small_model_mismatches(runs: list[Run]) -> list[Problem]:
     model, its cache entry pretrained again (on another CPU the end can differ in the last digits), is kept but
     flagged, naming how the two pretrainings ended. Only records that say how theirs ended (config.small
     `pretrain_result`) are checked; a small model pretrained under another recipe is not that small model."""
-    smalls = {identity(r)[:2] + (identity(r)[4],): r for r in runs if identity(r)[2:4] == ("small", "small")}
+    keys = [identity(r) for r in runs]
+    smalls = {(t, scale, seed): r for r, (t, scale, role, label, seed) in zip(runs, keys)
+              if (role, label) == ("small", "small")}
     out = []
-    for r in runs:
-        t, scale, role, _, seed = identity(r)
+    for r, (t, scale, role, _, seed) in zip(runs, keys):
         ended = (r.config.get("small") or {}).get("pretrain_result")
         small = smalls.get((t, scale, seed))
         if role != "large" or not isinstance(ended, dict) or small is None or small.summary is None:
@@ -256,8 +257,7 @@ def small_model_mismatches(runs: list[Run]) -> list[Problem]:
         recipe = without_logging(r.config["task"].get("small_recipe") or {})
         if recipe != without_logging(small.config["task"].get("recipe") or {}):
             continue
-        differs = [f"{k} {ended.get(k)!r} vs {small.summary.get(k)!r}" for k in SAME_RESULT
-                   if k in ended and ended.get(k) != small.summary.get(k)]
+        differs = ended_otherwise(ended, small.summary)
         if differs:
             out.append(Problem(r.dir, "mismatch", f"grew from another pretraining of its small model than "
                                                   f"{small.dir.name}'s record ({', '.join(differs)})"))

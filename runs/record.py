@@ -107,11 +107,17 @@ def run_identity(config: dict) -> str:
 SAME_RESULT = ("step", "flops", "units", "eval_loss", "eval_acc")
 
 
+def ended_otherwise(mine: dict, theirs: dict) -> list[str]:
+    """How a run that ended as `mine` (a summary, or a run's record of its small model's, config.small
+    `pretrain_result`) ended otherwise than one that ended as `theirs`: "eval_loss 3.98 vs 3.99", one item a field
+    of SAME_RESULT (empty: the same computation, to every digit)."""
+    return [f"{k} {mine.get(k)!r} vs {theirs.get(k)!r}" for k in SAME_RESULT if mine.get(k) != theirs.get(k)]
+
+
 def result_differences(mine: Path, theirs: Path) -> list[str]:
-    """How the complete run in `mine` ended otherwise than the one in `theirs` (empty: the same computation, to
-    every digit; a small model pretrained again on another CPU need not be: records/README.md)."""
-    a, b = read_json(Path(mine) / SUMMARY), read_json(Path(theirs) / SUMMARY)
-    return [f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in SAME_RESULT if a.get(k) != b.get(k)]
+    """How the complete run in `mine` ended otherwise than the one in `theirs` (ended_otherwise; a small model
+    pretrained again on another CPU need not end the same: records/README.md)."""
+    return ended_otherwise(read_json(Path(mine) / SUMMARY), read_json(Path(theirs) / SUMMARY))
 
 
 def copy_record(src: Path, dst: Path, config: dict, dirs: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> None:
