@@ -67,6 +67,7 @@ def test_the_house_style_names_every_module_past_its_size():
     long_modules = {path.relative_to(ROOT).as_posix() for path in project_files()
                     if path.suffix == ".py" and path.relative_to(ROOT).parts[0] != "tests"
                     and len(path.read_text().splitlines()) > limit}
-    listed = re.search(r"The modules past 400 lines now \(.*?\): (.+?)\. Split", sections()[7])
+    listed = re.search(r"The modules past 400 lines now \(.*?\): (.+?)\. Split", sections()[7], re.S)
     assert listed, "DESIGN.md §7 no longer lists the modules past 400 lines"
-    assert set(listed.group(1).split(", ")) == long_modules
+    named = " ".join(listed.group(1).split())
+    assert (set() if named == "none" else set(named.split(", "))) == long_modules
