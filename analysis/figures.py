@@ -7,7 +7,7 @@ one computation (analysis/identical.py) are one line, named "StackBERT = Net2Net
 
 Read without the code: a method has one colour on every figure (the one it declares), its variants (ligo-warmup0)
 that colour with their own line style and marker; one legend per figure, below the panels, its title a caption
-saying what line and band are (min..max over n seeds, n per line where it differs) and what each reference line is;
+saying what line and band are and what each reference line is (analysis/legend.py);
 the y-limits come from the method curves, a reference line far from them is written at the axis edge instead; panel
 titles give the shapes the records trained (config.json task.small -> task.large, "BERT 2L/128 → 4L/192"), the
 figure titles the paper's names as the paper's.
@@ -30,6 +30,7 @@ import pandas as pd  # noqa: E402
 
 from analysis.frames import one_machine  # noqa: E402
 from analysis.identical import merge  # noqa: E402
+from analysis.legend import UNIGRAM_LABEL, draw_legend  # noqa: E402
 from analysis.savings import mean_curve, scratch_target, target_metric  # noqa: E402
 from analysis.styles import METHOD_STYLE, color, line_styles  # noqa: E402
 from analysis.tables import display, is_variant, label_key  # noqa: E402
@@ -83,7 +84,6 @@ PAPER_FIGURES: dict[str, tuple[str, list[Panel]]] = {
         Panel(("cait_xs_s",), "wall", title="(b)")]),
 }
 XLABEL = {"flops": "FLOPs", "wall": "wall time (s)"}
-UNIGRAM_LABEL = "unigram cross-entropy"
 YLABEL = {"eval_loss": "validation loss (log perplexity)", "eval_acc": "validation accuracy"}
 FAMILY_NAMES = {"bert": "BERT", "roberta": "RoBERTa", "gpt2": "GPT-2", "llama": "LLaMA", "vit": "ViT", "cait": "CaiT"}
 
@@ -300,73 +300,6 @@ def save(fig, path: Path, formats=("png", "pdf")) -> list[Path]:
     return out
 
 
-def seed_counts(seeds: dict[str, dict[str, int]]) -> list[int]:
-    """Every drawn line's number of seeds, one entry per line and panel."""
-    return [n for per_panel in seeds.values() for n in per_panel.values()]
-
-
-def usual_seeds(seeds: dict[str, dict[str, int]]) -> int | None:
-    counts = seed_counts(seeds)
-    return max(sorted(set(counts)), key=counts.count) if counts else None
-
-
-def seeds_mark(per_panel: dict[str, int], usual: int | None) -> str:
-    """' [1]' after a line's name where its seeds are not the usual number; ' [1 in (a) (b); 2 in (c)]' where they
-    differ between the figure's panels (one legend entry speaks for every panel)."""
-    counts = sorted(set(per_panel.values()))
-    if counts == [usual]:
-        return ""
-    if len(counts) == 1:
-        return f" [{counts[0]}]"
-    return " [" + "; ".join(f"{n} in " + " ".join(t for t, m in per_panel.items() if m == n) for n in counts) + "]"
-
-
-def caption(seeds: dict[str, dict[str, int]], references: set[str]) -> str:
-    """What the lines and bands are, for a reader without the code: n seeds (per line where it differs)."""
-    counts = sorted(set(seed_counts(seeds)))
-    if not counts:
-        return ""
-    n = usual_seeds(seeds)                                   # the usual number of seeds
-    if counts == [1]:
-        text = "Each line is one seed (no band)."
-    elif len(counts) == 1:
-        text = f"Line: mean over {n} seeds; band: min–max over the {n} seeds."
-    else:
-        usual = "one seed (no band)" if n == 1 else f"{n} seeds"
-        text = (f"Line: mean over the seeds; band: min–max over them: {usual}, or the number in [brackets] after "
-                "a name (one seed: no band).")
-    refs = {"scratch final": "solid black: scratch's final value (seed mean), the target of the savings",
-            "small model final": "dotted: the small model's final value",
-            UNIGRAM_LABEL: "dash-dot: the unigram cross-entropy (a model that knows only token frequencies)"}
-    named = [say for key, say in refs.items() if any(r.startswith(key) for r in references)]
-    return text + (" Reference lines: " + "; ".join(named) + "." if named else "")
-
-
-def _legend(fig, seeds: dict[str, dict[str, int]], width: float) -> tuple[int, int]:
-    """One legend for the figure, below the panels (never over a curve), its title the caption: each name once,
-    the method lines first, then the reference lines; a line's seed count in brackets where it is not the usual
-    one. Returns its rows of names and of caption."""
-    handles = {}
-    for ax in fig.axes:
-        for h, name in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(name, h)
-    if not handles:
-        return 0, 0
-    usual = usual_seeds(seeds)
-    names = sorted(handles, key=lambda name: name not in seeds)          # stable: drawing order within each
-    shown = [name + seeds_mark(seeds[name], usual) if name in seeds else name for name in names]
-    fontsize = 7
-    column = max(map(len, shown)) * fontsize * 0.55 + 36                 # points: text and the line sample
-    ncol = max(1, min(len(shown), int(width * 72 // column)))
-    rows = -(-len(shown) // ncol)
-    text = textwrap.fill(caption(seeds, set(handles) - set(seeds)), width=int(width * 72 * 0.9 / (fontsize * 0.6)),
-                         break_on_hyphens=False)
-    fig.legend([handles[n] for n in names], shown, loc="outside lower center", ncol=-(-len(shown) // rows),
-               fontsize=fontsize, frameon=False, handlelength=3.5, title=text, title_fontsize=fontsize + 0.5,
-               alignment="left")
-    return rows, text.count("\n") + 1
-
-
 def panels_figure(curves: pd.DataFrame, panels: list[Panel], scale: str, title: str = "",
                   panel_size: tuple[float, float] = (4.2, 3.4)):
     """A row of panels with one legend below them, captioned; returns (figure, whether any panel had data).
@@ -379,7 +312,7 @@ def panels_figure(curves: pd.DataFrame, panels: list[Panel], scale: str, title: 
     any_drawn = False
     for ax, panel in zip(axes[0], panels):
         any_drawn |= draw_panel(ax, curves, panel, scale, styles, seeds)
-    rows, lines = _legend(fig, seeds, width) if any_drawn else (0, 0)
+    rows, lines = draw_legend(fig, seeds, width) if any_drawn else (0, 0)
     title_lines = 0
     if title:
         # wrapped to the figure's width (about 12 characters an inch at 10 pt): a long paper title was cut at both

@@ -808,7 +808,7 @@ def test_panel_titles_carry_the_recorded_shapes_and_the_legend_lies_outside_the_
 
 def test_a_caption_whose_usual_line_is_one_seed_says_so_in_words():
     """Lines of one seed beside one of two (a comparison half made): no "over 1 seeds"."""
-    from analysis.figures import caption
+    from analysis.legend import caption
     text = caption({"scratch": {"(c)": 2}, "ligo": {"(c)": 1}, "bert2bert": {"(c)": 1}}, set())
     assert "min–max over them: one seed (no band), or the number in [brackets]" in text
     assert "1 seeds" not in text
