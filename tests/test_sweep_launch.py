@@ -32,7 +32,7 @@ def sweeps(tmp_path_factory):
     """The sweep inline, then through the local executor, two jobs at once on two cores (so one thread each, as this
     process's), with scratch's job sent SIGUSR2 once it has logged past a checkpoint."""
     from bench.sweeps import launch as sweep_launch
-    from bench.sweeps.launch import Launch
+    from bench.sweeps.launch_options import Launch
     from bench.sweeps.cli import run_sweep
     root = tmp_path_factory.mktemp("launch")
     args = dict(names=["bert"], scale="tiny", seeds=[0], only=list(RUNS), common=SETTINGS, device="cpu")
@@ -155,7 +155,7 @@ def test_slurm_options_reach_sbatch(tmp_path, monkeypatch):
     refusals the next test checks) become submitit's SlurmExecutor parameters and the sbatch lines (no cluster here:
     submitit is told srun exists, and nothing is submitted)."""
     import submitit
-    from bench.sweeps.launch import Launch, make_executor, parse_value
+    from bench.sweeps.launch_options import Launch, make_executor, parse_value
     monkeypatch.setattr(submitit.SlurmExecutor, "affinity", classmethod(lambda cls: 1))
     launch = Launch("slurm", slurm=(("slurm_partition", "dev"), ("timeout_min", 90), ("gpus_per_node", 1),
                                     ("cpus_per_task", 4), ("mem_gb", 16.0), ("slurm_array_parallelism", 8),

@@ -96,7 +96,7 @@ def run_sweep(names: list[str], scale: str = DEFAULT_SCALE, seeds: list[int] | N
     """Run (or with dry_run, list) every (entry, seed) of the named sweeps, evaluate them downstream on
     `eval_suites` (and the small models they grew from) with `eval_settings` ("KEY=VALUE" of
     tasks.evals.EvalOptions, run.py's --set eval.KEY=VALUE), prune; returns runs by outcome. `launch`
-    (bench.sweeps.launch.Launch): the runs as submitit jobs, locally or on Slurm; None or inline: one after another
+    (bench.sweeps.launch_options.Launch): the runs as submitit jobs, locally or on Slurm; None or inline: one after another
     in this process."""
     seeds = seeds if seeds is not None else ([0] if scale == "paper" else [0, 1])
     from runs import out_dirs
@@ -116,7 +116,7 @@ def run_sweep(names: list[str], scale: str = DEFAULT_SCALE, seeds: list[int] | N
     check_plan(todo, Path(out), scale, common, eval_suites, eval_options)
     jobs = launch is not None and launch.kind != "inline"
     if jobs:
-        from bench.sweeps.launch import check_launch
+        from bench.sweeps.launch_options import check_launch
         check_launch(launch)
     at: list = []
     if dry_run:
@@ -259,7 +259,7 @@ def sweep_main(args) -> int:
     launch = None
     if args.launcher != "inline" or args.runs_per_job is not None or args.local_parallelism is not None or any(
             getattr(args, a) is not None for a in vars(args) if a.startswith("slurm")):
-        from bench.sweeps.launch import check_device_name, launch_from_args
+        from bench.sweeps.launch_options import check_device_name, launch_from_args
         launch = launch_from_args(args)
     if launch is not None and launch.kind == "slurm":
         check_device_name(args.device)    # resolved in each job, on its node: this machine may have no GPU
