@@ -116,7 +116,8 @@ def write_image_folder(root: Path, n_train: int, classes: int, size=(500, 375)) 
 
 def tokenisation_pass(data, corpus: Path, cache: Path) -> dict:
     """token_ids over the training documents again (into a fresh file), on all cores and on one."""
-    from tasks.data.text import _separator, iter_documents, token_ids
+    from tasks.data.corpora import iter_documents
+    from tasks.data.text import _separator, token_ids
     docs = list(iter_documents("wikipedia", "train", str(corpus), cache_root=cache))
     sep = _separator(data.tokenizer, "mlm")
     out = {"documents": len(docs)}

@@ -27,7 +27,7 @@ def check_data_path(source: str, objective: str, path: str | None) -> None:
         from .vision import check_image_path
         check_image_path(source, path)
     elif path is not None:
-        from .text import check_local_text
+        from .corpora import check_local_text
         check_local_text(path)
 
 
@@ -38,7 +38,7 @@ def data_key(source: str, objective: str, path: str | None) -> str:
     if path is None:
         return source
     if objective != "image":
-        from .text import corpus_key
+        from .corpora import corpus_key
         return corpus_key(source, path)
     import hashlib
     import os
