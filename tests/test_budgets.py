@@ -40,6 +40,10 @@ def test_readme_measurement_starts_cold_and_writes_its_time(tmp_path):
     assert r["measure"] == "readme" and r["seconds"] > 0 and r["target_s"] is None
     assert 50 < r["peak_rss_mb"] < 24_000           # the command's own peak: a python with torch loaded, in MB
     assert result["device"] == "cpu"
+    # the table names the CPU's model where Linux reports one, as the run's record does, not only its architecture
+    from runs.hardware import cpu_model
+    assert result["device_name"] == (cpu_model() or result["environment"]["machine"])
+    assert result["table"].startswith(f"budgets on {result['device_name']}\n")
     # the run and the small model it pretrained are inside the measurement's own folder: nothing was cached
     assert (work / "readme" / "bert_small_base-tiny" / "ligo-s0" / "summary.json").exists()
     assert list((work / "readme" / "cache" / "small").glob("bert_small_base-tiny-s0-*/summary.json"))

@@ -51,13 +51,15 @@ def command(measure: str, scale: str, seed: int, device: str, work: Path) -> lis
 
 
 def resolved_device(device: str) -> tuple[str, str]:
-    """("cpu" | "cuda", the device's name) for the device the commands will train on: run.py's --device rule and
-    the device name a run records."""
+    """("cpu" | "cuda", the device's name) for the device the commands will train on: run.py's --device rule, and
+    the name a run records: the GPU's, or the CPU's model where Linux reports one ("x86_64" named only the
+    architecture, and two CPUs of one architecture run the job at another pace)."""
     import torch
     from runs.cli import resolve_device
     from runs.experiment import environment
     resolved = torch.device(resolve_device(device))
-    return resolved.type, environment(resolved)["device_name"]
+    env = environment(resolved)
+    return resolved.type, (env["cpu"] if resolved.type == "cpu" and env["cpu"] else env["device_name"])
 
 
 def measure(name: str, args: list[str], work: Path, log) -> tuple[float, float]:
