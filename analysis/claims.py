@@ -23,6 +23,7 @@ from analysis.identical import merge
 from analysis.savings import summarize
 from analysis.tables import display, is_variant, one_label_a_computation
 
+
 @dataclass(frozen=True)
 class Saving:
     """One label's FLOPs saving over its seeds (fractions)."""
@@ -171,7 +172,6 @@ class Saves(Claim):
         me = found[0]
         ok = me.reached == me.seeds and me.mean > 0
         return Verdict(f"{me.cell} ({me.seeds} seed{'s' * (me.seeds > 1)})", "yes" if ok else "no")
-
 
 
 ONE_SEED, NO_COMMON_SEED = "1 seed", "no seed in common"      # why a variant's comparison is not decided

@@ -87,6 +87,7 @@ XLABEL = {"flops": "FLOPs", "wall": "wall time (s)"}
 YLABEL = {"eval_loss": "validation loss (log perplexity)", "eval_acc": "validation accuracy"}
 FAMILY_NAMES = {"bert": "BERT", "roberta": "RoBERTa", "gpt2": "GPT-2", "llama": "LLaMA", "vit": "ViT", "cait": "CaiT"}
 
+
 def spec_text(spec) -> tuple[str, str] | None:
     """('BERT', '4L/192') from a record's task.small / task.large (family, layers, hidden); None if it lacks them."""
     if not isinstance(spec, dict) or not all(type(spec.get(k)) is int for k in ("layers", "hidden")):   # not bool

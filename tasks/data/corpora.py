@@ -16,6 +16,7 @@ WIKIPEDIA_VALID_DOCS = 10_000
 C4_TRAIN_DOCS = 40_000_000
 LOCAL_VALID_FRACTION = 0.01  # held out from local files that come without a validation file
 
+
 def _local_files(path: str) -> tuple[list[str], list[str]]:
     """(train files, validation files) under a local text path: a file, or a directory in which
     files with a name part valid/validation/val/dev (valid.txt, wiki.valid.tokens) are the validation
