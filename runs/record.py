@@ -213,14 +213,19 @@ def starts(config: dict) -> list[dict]:
     return [first, *(config.get(RESUMED) or [])]
 
 
-def machine(environment: dict | None) -> str:
-    """One start's machine as the wall-time comparisons name it: device and torch threads, the device of a CPU run
-    being its CPU model where the record names one (runs/hardware.py cpu_model), as two CPUs of one architecture run
-    at another pace. A record that names no model (made before models were recorded) is not taken for one that
-    does: nothing says it ran on that CPU."""
+def device_named(environment: dict | None) -> str:
+    """The device a start ran on, by name: a CPU run's CPU model where the record names one (runs/hardware.py
+    cpu_model), as two CPUs of one architecture run at another pace, else the device's name ("x86_64", the GPU's).
+    A record that names no model (made before models were recorded) is not taken for one that does: nothing says
+    it ran on that CPU."""
     env = environment or {}
-    device = env.get("cpu") if env.get("device") == "cpu" and env.get("cpu") else None
-    return f"{device or env.get('device_name') or env.get('device') or '?'}, {env.get('threads') or '?'} thr."
+    model = env.get("cpu") if env.get("device") == "cpu" else None
+    return model or env.get("device_name") or env.get("device") or "?"
+
+
+def machine(environment: dict | None) -> str:
+    """One start's machine as the wall-time comparisons name it: its device (device_named) and torch threads."""
+    return f"{device_named(environment)}, {(environment or {}).get('threads') or '?'} thr."
 
 
 def run_machine(config: dict, name_of=machine) -> str:

@@ -52,14 +52,13 @@ def command(measure: str, scale: str, seed: int, device: str, work: Path) -> lis
 
 def resolved_device(device: str) -> tuple[str, str]:
     """("cpu" | "cuda", the device's name) for the device the commands will train on: run.py's --device rule, and
-    the name a run records: the GPU's, or the CPU's model where Linux reports one ("x86_64" named only the
-    architecture, and two CPUs of one architecture run the job at another pace)."""
+    the device a run's record names (runs.record.device_named: a CPU by its model where Linux reports one)."""
     import torch
     from runs.cli import resolve_device
     from runs.experiment import environment
+    from runs.record import device_named
     resolved = torch.device(resolve_device(device))
-    env = environment(resolved)
-    return resolved.type, (env["cpu"] if resolved.type == "cpu" and env["cpu"] else env["device_name"])
+    return resolved.type, device_named(environment(resolved))
 
 
 def measure(name: str, args: list[str], work: Path, log) -> tuple[float, float]:

@@ -96,8 +96,8 @@ def run_sweep(names: list[str], scale: str = DEFAULT_SCALE, seeds: list[int] | N
     """Run (or with dry_run, list) every (entry, seed) of the named sweeps, evaluate them downstream on
     `eval_suites` (and the small models they grew from) with `eval_settings` ("KEY=VALUE" of
     tasks.evals.EvalOptions, run.py's --set eval.KEY=VALUE), prune; returns runs by outcome. `launch`
-    (bench.sweeps.launch_options.Launch): the runs as submitit jobs, locally or on Slurm; None or inline: one after another
-    in this process."""
+    (bench.sweeps.launch_options.Launch): the runs as submitit jobs, locally or on Slurm; None or inline: one after
+    another in this process."""
     seeds = seeds if seeds is not None else ([0] if scale == "paper" else [0, 1])
     from runs import out_dirs
     from tasks.rules import SEED_LIMIT
