@@ -74,11 +74,13 @@ def window_flops(task, data, batch: int, first: int, stop: int) -> float:
     return total
 
 
-def timed_task(name: str, batch: int | None, steps: int, log_every: int, bf16: bool):
-    """(task, micro-batch) of model `name` (MODELS) at paper scale with a timing recipe: `steps` steps, rows every
-    `log_every`, no evaluation inside the window, a short warm-up."""
-    task_name, default_batch = MODELS[name]
-    task, batch = get_task(task_name, scale="paper"), batch or default_batch
+def timed_task(name: str, batch: int | None, steps: int, log_every: int, bf16: bool, scale: str = "paper"):
+    """(task, micro-batch) of model `name` (MODELS) at `scale` with a timing recipe: `steps` steps, rows every
+    `log_every`, no evaluation inside the window, a short warm-up. The default micro-batch is MODELS' at paper scale,
+    the task's own recipe batch at any other (the regime's BERT: the README job's 64)."""
+    task_name, paper_batch = MODELS[name]
+    task = get_task(task_name, scale=scale)
+    batch = batch or (paper_batch if scale == "paper" else task.recipe.batch_size)
     return task.with_(recipe=task.recipe.with_(steps=steps, batch_size=batch, log_every=log_every,
                                                eval_every=10 * steps, eval_batches=1, bf16=bf16,
                                                warmup=max(1, steps // 10))), batch

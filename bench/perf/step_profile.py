@@ -10,8 +10,12 @@ for (compile, no host sync, fused AdamW, no weight casts, flash attention). Mode
 
     python bench/perf/step_profile.py                               # both models, eager
     python bench/perf/step_profile.py --compile --tag compiled      # the same with torch.compile
-Writes bench/results/step_profile[-TAG].json. `--device cpu --steps 4 --batch 2` smoke-tests it without a GPU (the
-classes then hold CPU operator time, idle is meaningless).
+    python bench/perf/step_profile.py --device cpu --scale regime --models bert_base --no-bf16 --tag cpu-regime
+Writes bench/results/step_profile[-TAG].json. `--scale` takes the model's task at another scale (`bert_base` at the
+regime scale is the README job's grown BERT, 4L/144, 64 x 64 tokens: where that job's CPU time goes). On the CPU the
+classes hold top-level operator time (the backward's operators are `autograd::engine::evaluate_function: ...`, most of
+them in "other elementwise", so the top operators say more) and idle is meaningless; `--device cpu --steps 4 --batch
+2` smoke-tests the script without a GPU.
 """
 from __future__ import annotations
 
@@ -28,6 +32,8 @@ from bench.perf.gpu_mfu import MODELS, SyntheticTokens, timed_task  # noqa: E402
 from bench.result_file import RESULTS, write_result  # noqa: E402
 from bench.perf.throughput import raw_run, trainer_run  # noqa: E402
 from runs.cli import OneLineArgumentParser  # noqa: E402
+from runs.hardware import cpu_model  # noqa: E402
+from tasks import SCALES  # noqa: E402
 
 # first match wins; kernel names of cuBLAS/CUTLASS/cuDNN, PyTorch's native kernels and the flash/efficient attention
 CLASSES = (
@@ -130,9 +136,9 @@ def profiled_window(run, task, data, device, compile: bool, record_shapes: bool 
 def measure(name: str, args, device, written=lambda row: None) -> dict:
     # rows (timing marks) at steps k and 2k of 3k: the profile covers steps k+1 .. 2k, well after warm-up and
     # before the final evaluation
-    task, batch = timed_task(name, args.batch, 3 * args.steps, args.steps, args.bf16)
+    task, batch = timed_task(name, args.batch, 3 * args.steps, args.steps, args.bf16, scale=args.scale)
     data = SyntheticTokens(task.objective, task.large.vocab, task.recipe.seq_len)
-    row = {"model": name, "spec": task.large.short(), "batch": batch, "seq": task.recipe.seq_len,
+    row = {"model": name, "scale": args.scale, "spec": task.large.short(), "batch": batch, "seq": task.recipe.seq_len,
            "steps": args.steps, "bf16": args.bf16, "compile": args.compile}
     for label, run in (("trainer", trainer_run), ("raw", raw_run)):
         row[label] = profile_loop(run, task, data, device, args.compile)
@@ -145,7 +151,10 @@ def measure(name: str, args, device, written=lambda row: None) -> dict:
 def main(argv=None):
     ap = OneLineArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    ap.add_argument("--batch", type=positive_int, default=None, help="micro-batch (default: per model)")
+    ap.add_argument("--scale", default="paper", choices=list(SCALES),
+                    help="the scale of each model's task (default: paper; regime: the README job's BERT)")
+    ap.add_argument("--batch", type=positive_int, default=None,
+                    help="micro-batch (default: per model at paper scale, the task's recipe batch at another)")
     ap.add_argument("--steps", type=positive_int, default=12,
                     help="profiled steps (after as many unprofiled; as many more follow, then the evaluation)")
     ap.add_argument("--device", default="cuda")
@@ -160,11 +169,14 @@ def main(argv=None):
         device = torch.device(checked_device(args.device))
     done: list[dict] = []
 
+    # a CPU by its model, as run records name it: two CPUs of one architecture run at another pace
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model() or "cpu"
+
     def write(rows: list[dict]) -> None:
         finished = {r["model"] for r in rows if "raw" in r}          # a row with the trainer's loop only is pending
         write_result(out, {"rows": rows, "pending": [m for m in args.models if m not in finished],
-                           "device": str(device), "tag": args.tag,
-                           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
+                           "device": str(device), "tag": args.tag, "threads": torch.get_num_threads(),
+                           "device_name": device_name})
     for name in args.models:        # written after every loop: a time limit keeps what finished
         done.append(measure(name, args, device, written=lambda row: write(done + [row])))
 
