@@ -106,3 +106,18 @@ def test_the_profile_takes_a_scale_and_that_scales_batch(tmp_path):
     row, = result["rows"]
     assert (row["scale"], row["batch"], row["spec"]) == ("tiny", 2, get_task("bert_small_base", scale="tiny").large.short())
     assert result["threads"] == 1 and result["pending"] == [] and row["raw"]["top_kernels_ms_per_step"]
+
+
+def test_cpu_operators_fall_in_the_classes_gpu_kernels_do():
+    """On the CPU the profile's events are operators, not kernels: a linear layer's forward and its backward's matrix
+    products are GEMM there as cuBLAS's kernels are on a GPU; dropout is not."""
+    from bench.perf.step_profile import kernel_class
+    for name in ("aten::linear", "autograd::engine::evaluate_function: AddmmBackward0",
+                 "autograd::engine::evaluate_function: MmBackward0", "aten::bmm", "aten::mm",
+                 "ampere_sgemm_128x64_nn", "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNN"):
+        assert kernel_class(name) == "gemm", name
+    assert kernel_class("aten::scaled_dot_product_attention") == "attention"
+    assert kernel_class("Optimizer.step#AdamW.step") == "optimizer"
+    for name in ("aten::dropout", "autograd::engine::evaluate_function: NativeDropoutBackward0", "aten::gelu",
+                 "aten::embedding"):
+        assert kernel_class(name) == "other_elementwise", name

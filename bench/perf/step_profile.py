@@ -13,9 +13,9 @@ for (compile, no host sync, fused AdamW, no weight casts, flash attention). Mode
     python bench/perf/step_profile.py --device cpu --scale regime --models bert_base --no-bf16 --tag cpu-regime
 Writes bench/results/step_profile[-TAG].json. `--scale` takes the model's task at another scale (`bert_base` at the
 regime scale is the README job's grown BERT, 4L/144, 64 x 64 tokens: where that job's CPU time goes). On the CPU the
-classes hold top-level operator time (the backward's operators are `autograd::engine::evaluate_function: ...`, most of
-them in "other elementwise", so the top operators say more) and idle is meaningless; `--device cpu --steps 4 --batch
-2` smoke-tests the script without a GPU.
+classes hold top-level operator time (the backward's are `autograd::engine::evaluate_function: <Op>Backward0`; GEMM
+takes the linear layers and matrix products both ways, those inside SDPA's math path too, attention the SDPA operator
+and softmax) and idle is meaningless; `--device cpu --steps 4 --batch 2` smoke-tests the script without a GPU.
 """
 from __future__ import annotations
 
@@ -35,11 +35,13 @@ from runs.cli import OneLineArgumentParser  # noqa: E402
 from runs.hardware import cpu_model  # noqa: E402
 from tasks import SCALES  # noqa: E402
 
-# first match wins; kernel names of cuBLAS/CUTLASS/cuDNN, PyTorch's native kernels and the flash/efficient attention
+# first match wins; kernel names of cuBLAS/CUTLASS/cuDNN, PyTorch's native kernels and the flash/efficient attention,
+# and on the CPU the top-level operators' names (aten::linear forward, AddmmBackward0 / MmBackward0 backward)
 CLASSES = (
     ("attention", re.compile(r"flash|fmha|attention|attn|softmax", re.I)),
     ("optimizer", re.compile(r"adam|multi_tensor|foreach|lpnorm|norm_kernel", re.I)),
-    ("gemm", re.compile(r"gemm|cutlass|xmma|cublas|nvjet|sm\d\d_|ampere|hopper|matmul|dot_kernel", re.I)),
+    ("gemm", re.compile(r"gemm|cutlass|xmma|cublas|nvjet|sm\d\d_|ampere|hopper|matmul|dot_kernel"
+                        r"|aten::linear|addmm|bmm|\bmm\b|mmbackward", re.I)),
     ("memcpy_htod", re.compile(r"memcpy htod", re.I)),
     ("casts", re.compile(r"copy|convert|cast|to_copy", re.I)),
 )
