@@ -87,8 +87,8 @@ def test_throughput_compile_flag_reaches_both_loops_and_the_record(tmp_path, mon
 
 
 def test_the_profile_takes_a_scale_and_that_scales_batch(tmp_path):
-    """`--scale regime` profiles the README job's grown BERT (4L/144, its recipe's 64 x 64), not the paper's BERT-Base at
-    a paper batch; the result says which model, scale, batch, device and threads it measured."""
+    """`--scale regime` profiles the README job's grown BERT (4L/144, its recipe's 64 x 64), not the paper's BERT-Base
+    at a paper batch; the result says which model, scale, batch, device and threads it measured."""
     import json
 
     from bench.perf.gpu_mfu import MODELS, timed_task
@@ -97,14 +97,16 @@ def test_the_profile_takes_a_scale_and_that_scales_batch(tmp_path):
     task, batch = timed_task("bert_base", None, 9, 3, bf16=False, scale="regime")
     assert task.large == regime.large and batch == regime.recipe.batch_size != MODELS["bert_base"][1]
     paper_task, paper_batch = timed_task("bert_base", None, 9, 3, bf16=False)
-    assert paper_task.large == get_task("bert_small_base", scale="paper").large and paper_batch == MODELS["bert_base"][1]
+    assert paper_task.large == get_task("bert_small_base", scale="paper").large
+    assert paper_batch == MODELS["bert_base"][1]
     torch.set_num_threads(1)
     out = tmp_path / "profile.json"
     main(["--device", "cpu", "--scale", "tiny", "--models", "bert_base", "--steps", "2", "--batch", "2", "--no-bf16",
           "--out", str(out)])
     result = json.loads(out.read_text())
     row, = result["rows"]
-    assert (row["scale"], row["batch"], row["spec"]) == ("tiny", 2, get_task("bert_small_base", scale="tiny").large.short())
+    tiny = get_task("bert_small_base", scale="tiny").large.short()
+    assert (row["scale"], row["batch"], row["spec"]) == ("tiny", 2, tiny)
     assert result["threads"] == 1 and result["pending"] == [] and row["raw"]["top_kernels_ms_per_step"]
 
 
