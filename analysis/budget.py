@@ -251,16 +251,21 @@ def figure(points: list[Point], seeds: pd.DataFrame, summary: pd.DataFrame, task
     x = {p.name: p.tokens if tokens else p.steps for p in points}
     fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
     ax.set_xscale("log", base=2)
+    # the closest two budgets, in octaves (3x and 4x are 0.42 apart, 1x and 2x one): the methods' sideways spread and
+    # the grey bands stay inside it, so one budget's marks do not run into the next's
+    octaves = sorted(np.log2(list(x.values())))
+    gap = min(np.diff(octaves), default=1.0)
+    spread, half_band = min(0.4, 0.6 * gap), min(0.5, gap / 2)
     for p in points:                      # grey where a saving does not measure growth (the regime check fails)
         if regime_status(p)[0] == "FAIL":
-            ax.axvspan(x[p.name] / 2 ** 0.5, x[p.name] * 2 ** 0.5, color="0.92", zorder=0)
+            ax.axvspan(x[p.name] / 2 ** half_band, x[p.name] * 2 ** half_band, color="0.92", zorder=0)
     ax.axhline(0, color=names.color("scratch"), lw=1, label=f"{display('scratch')} (0 by definition)")
     labels = labels_of(seeds)
     foot = blended_transform_factory(ax.transData, ax.transAxes)
     for i, label in enumerate(labels):
         # a small sideways shift per label (a fraction of an octave) so that seeds of methods at one budget don't hide
         # each other; the tick marks the budget itself
-        shift = 2 ** (0.4 * ((i + 0.5) / len(labels) - 0.5))
+        shift = 2 ** (spread * ((i + 0.5) / len(labels) - 0.5))
         color = "black" if label == CONTROL else styles.color(label)
         style = dict(ls="--", marker="s", mfc="white") if label == CONTROL else dict(ls="-", marker="o")
         xs, means = [], []
@@ -278,7 +283,7 @@ def figure(points: list[Point], seeds: pd.DataFrame, summary: pd.DataFrame, task
         ax.plot(xs, means, color=color, label=shown(label), ms=6, **style)
     ticks = [x[p.name] for p in points]
     ax.set_xticks(ticks, [f"{p.name}\n{p.steps:,} steps" + (f"\n{p.tokens / 1e6:.1f}M tokens" if tokens else "")
-                          + f"\nregime {regime_status(p)[0]}" for p in points])
+                          + f"\nregime {regime_status(p)[0]}" for p in points], fontsize=8)
     ax.minorticks_off()
     ax.set_xlim(min(ticks) / 2 ** 0.75, max(ticks) * 2 ** 0.75)
     ax.set_xlabel(f"large model's training budget ({'tokens' if tokens else 'steps'}, log scale; grey: the regime "
