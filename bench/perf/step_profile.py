@@ -32,7 +32,8 @@ from bench.perf.gpu_mfu import MODELS, SyntheticTokens, timed_task  # noqa: E402
 from bench.result_file import RESULTS, write_result  # noqa: E402
 from bench.perf.throughput import raw_run, trainer_run  # noqa: E402
 from runs.cli import OneLineArgumentParser  # noqa: E402
-from runs.hardware import cpu_model  # noqa: E402
+from runs.experiment import environment  # noqa: E402
+from runs.record import device_named  # noqa: E402
 from tasks import SCALES  # noqa: E402
 
 # first match wins; kernel names of cuBLAS/CUTLASS/cuDNN, PyTorch's native kernels and the flash/efficient attention,
@@ -171,14 +172,13 @@ def main(argv=None):
         device = torch.device(checked_device(args.device))
     done: list[dict] = []
 
-    # a CPU by its model, as run records name it: two CPUs of one architecture run at another pace
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model() or "cpu"
+    env = environment(device)       # the device by the name a run's record gives it (a CPU by its model)
 
     def write(rows: list[dict]) -> None:
         finished = {r["model"] for r in rows if "raw" in r}          # a row with the trainer's loop only is pending
         write_result(out, {"rows": rows, "pending": [m for m in args.models if m not in finished],
-                           "device": str(device), "tag": args.tag, "threads": torch.get_num_threads(),
-                           "device_name": device_name})
+                           "device": str(device), "tag": args.tag, "threads": env["threads"],
+                           "device_name": device_named(env)})
     for name in args.models:        # written after every loop: a time limit keeps what finished
         done.append(measure(name, args, device, written=lambda row: write(done + [row])))
 
