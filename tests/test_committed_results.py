@@ -1,9 +1,8 @@
 """The committed results that README.md and REPRODUCE.md cite for the headline are what their commands write from the
 committed records today (analysis/recheck.py on the real folders): a run committed into records/ without its results
-regenerated, or a rule of the analysis changed without it, fails here. results/budget-regime once stood a day behind
-its records (direct copy's 3x runs), found by hand. The headline's folders only: the regime comparison (README's
-"What growbench finds", REPRODUCE's verdict) and the budget study's two; `python -m analysis.recheck` checks all
-(results/mini alone takes minutes)."""
+regenerated, or a rule of the analysis changed without it, fails here. The headline's folders only: the regime
+comparison (README's "What growbench finds", REPRODUCE's verdict) and the budget study's two; `python -m
+analysis.recheck` checks all (results/mini alone takes minutes)."""
 import pytest
 
 from analysis import recheck
