@@ -14,8 +14,9 @@ same function as one more label, so its saving follows the rule a method's does.
 analysis/regime.py's. Only a method's main label counts (`ligo`, not the variant `ligo-warmup0`). The budget each
 point stands at (steps, tokens) is read from its scratch records, never from its NAME.
 
-Writes into --out: budget-<task>.png/.pdf (the figure), budget-<task>.md (the caption, the table, each point's regime
-checks) and budget-<task>-seeds.csv (one row a seed). Bad input is one `error:` line, exit 2, nothing written.
+Writes into --out: budget-<task>.png/.pdf (the figure), budget-<task>.md (the caption, the table, what it shows
+(analysis/budget_verdict.py), each point's regime checks) and budget-<task>-seeds.csv (one row a seed). Bad input is
+one `error:` line, exit 2, nothing written.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from analysis import figures, names, regime, styles  # noqa: E402
+from analysis.budget_verdict import section  # noqa: E402
 from analysis.__main__ import DEFAULT_FORMATS, OneLineArgumentParser, check_args  # noqa: E402
 from analysis.frames import curves_frame, runs_frame  # noqa: E402
 from analysis.load import identity, load_runs  # noqa: E402
@@ -294,6 +296,11 @@ def figure(points: list[Point], seeds: pd.DataFrame, summary: pd.DataFrame, task
     return figures.save(fig, out / f"budget-{task}", formats)
 
 
+def verdict(points: list[Point], seeds: pd.DataFrame, summary: pd.DataFrame, task: str) -> str:
+    growth = [lab for lab in labels_of(seeds) if lab != CONTROL]
+    return section(points, seeds, summary, task, growth, lambda p: regime_status(p)[0])
+
+
 def write(points: list[Point], task: str, out: Path, formats, command: str) -> list[Path]:
     seeds = point_savings(points, task)
     summary = summarize(seeds)
@@ -302,7 +309,8 @@ def write(points: list[Point], task: str, out: Path, formats, command: str) -> l
     checks = "".join(f"\n### Regime checks at {p.name}\n\n{regime.to_markdown(p.checks)}" for p in points)
     (out / f"{stem}.md").write_text(f"# Saving vs training budget: {task}\n\nWritten by `{command}`.\n\n"
                                     f"{caption(points, seeds, summary, task)}\n![budget]({stem}.png)\n\n"
-                                    f"{table(points, seeds, summary)}{checks}")
+                                    f"{table(points, seeds, summary)}\n{verdict(points, seeds, summary, task)}"
+                                    f"{checks}")
     seeds.reindex(columns=CSV_COLUMNS).to_csv(out / f"{stem}-seeds.csv", index=False)
     return written + [out / f"{stem}.md", out / f"{stem}-seeds.csv"]
 

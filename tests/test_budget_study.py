@@ -99,3 +99,39 @@ def test_bad_input_is_one_error_line_exit_2_and_nothing_written(change, said, tm
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and said in err[0], err
     assert not out.exists()
+
+
+def section_rows(md: str, heading: str) -> dict[str, list[str]]:
+    """The rows of the table under `heading` in the 'What the table shows' section, by their first cell."""
+    part = md.split(f"### {heading}")[1].split("###")[0]
+    lines = [li for li in part.splitlines() if li.startswith("| ") and not li.startswith("| budget |")]
+    return {cells[0]: cells[1:] for li in lines for cells in [[c.strip() for c in li.strip("|").split("|")]]}
+
+
+def test_what_the_table_shows_is_written_from_it_by_the_verdicts_rule(tmp_path):
+    points, out = records(tmp_path), tmp_path / "out"
+    for seed in (0, 1):       # Net2Net's curves bit-equal to StackBERT's: one computation, counted once
+        write_run(tmp_path / "a", "net2net", [(0, 0, 7.0), (4, 300, 4.0)], seed=seed)
+    argv = ["--task", TASK, *points, "--out", str(out), "--formats", "png"]
+    assert budget.main(argv) == 0
+    md = (out / "budget-bert_small_base.md").read_text()
+    first = section_rows(md, "First at each budget")
+    assert first["a"] == ["FAIL", "LiGO 50.0 ± 0.0", "StackBERT = Net2Net 25.0 ± 0.0",
+                          "+25.0 points, beyond the spread", "s0 LiGO, s1 LiGO"]
+    assert first["b"][1:4] == ["LiGO 50.0 ± 0.0", "—", "the only one run"]
+    moves = section_rows(md, "From one budget to the next")
+    assert moves["LiGO"] == ["+0.0, within the spread (level at s0 s1)"]
+    assert moves["StackBERT"] == ["—"] and "Net2Net" not in moves        # absent at b; one row for the two labels
+    # LiGO's seed 1 at `a` now saves 25%: the lead over StackBERT falls inside the spread, the seeds part ways
+    shutil.rmtree(tmp_path / "a" / "bert_small_base-mini" / "ligo-s1")
+    write_run(tmp_path / "a", "ligo", [(0, 10, 7.0), (4, 300, 4.0)], seed=1)
+    assert budget.main(argv) == 0
+    md = (out / "budget-bert_small_base.md").read_text()
+    first = section_rows(md, "First at each budget")
+    assert first["a"][3:] == ["+12.5 points, within the spread", "s0 LiGO, s1 LiGO and StackBERT = Net2Net"]
+    assert section_rows(md, "From one budget to the next")["LiGO"] == [
+        "+12.5, within the spread (level at s0; higher at s1)"]
+    # one seed decides nothing
+    assert budget.main([*argv, "--seeds", "0"]) == 0
+    md = (out / "budget-bert_small_base.md").read_text()
+    assert section_rows(md, "First at each budget")["a"][3] == "+25.0 points, not decided (1 seed)"
