@@ -40,7 +40,7 @@ from analysis.frames import curves_frame, runs_frame  # noqa: E402
 from analysis.load import identity, load_runs  # noqa: E402
 from analysis.output import staged  # noqa: E402
 from analysis.savings import seed_savings, summarize  # noqa: E402
-from analysis.tables import display, is_variant, label_key, pct, saving_cell  # noqa: E402
+from analysis.tables import display, is_variant, label_key, pct, saving_cell, seeds_text  # noqa: E402
 from runs.signals import stop_signals_as_interrupt, stop_status, stopped_by  # noqa: E402
 
 CONTROL = "control"        # the label the no-growth control takes among a point's runs (no method has this name)
@@ -148,10 +148,6 @@ def labels_of(seeds: pd.DataFrame) -> list[str]:
     """Growth methods in the paper's order, the control last."""
     have = set(seeds["label"])
     return sorted(have - {CONTROL}, key=label_key) + ([CONTROL] if CONTROL in have else [])
-
-
-def seeds_text(values) -> str:
-    return " ".join(f"s{int(s)}" for s in sorted(set(values)))
 
 
 def budget_text(p: Point) -> str:

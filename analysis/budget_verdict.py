@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.claims import Saving, apart, savings_of
-from analysis.tables import display
+from analysis.tables import display, seeds_text
 
 NOT_DECIDED = "not decided (1 seed)"
 
@@ -33,10 +33,6 @@ def per_seed(seeds: pd.DataFrame, point: str, label: str) -> dict[int, float]:
     return dict(zip(s["seed"].astype(int), s["saving_flops"].astype(float)))
 
 
-def seeds_word(seeds) -> str:
-    return " ".join(f"s{s}" for s in sorted(seeds))
-
-
 def first_at_each_seed(seeds: pd.DataFrame, point: str, found: dict[str, Saving]) -> str:
     """'s0 LiGO, s1 Direct copy': the computation with the highest saving at each seed (level ones joined)."""
     by_seed: dict[int, dict[str, float]] = {}
@@ -47,14 +43,14 @@ def first_at_each_seed(seeds: pd.DataFrame, point: str, found: dict[str, Saving]
     for seed, values in sorted(by_seed.items()):
         best = max(values.values())
         parts.append(f"s{seed} " + " and ".join(name for name, x in values.items() if x == best))
-    return ", ".join(parts) or "none reached"
+    return ", ".join(parts)
 
 
-def leaders(points, seeds: pd.DataFrame, summary: pd.DataFrame, task: str, growth, status) -> str:
+def leaders(points, found_at: list[dict[str, Saving]], seeds: pd.DataFrame, status) -> str:
+    """`found_at`: savings_at of each point, in the points' order."""
     lines = ["| budget | regime check | first | next | lead | first at each seed |",
              "|:---|:---|:---|:---|:---|:---|"]
-    for p in points:
-        found = savings_at(p, summary, task, growth)
+    for p, found in zip(points, found_at):
         ranked = [v for v in found.values() if v.reached]
         if not ranked:
             lines.append(f"| {p.name} | {status(p)} | {'none reached' if found else 'no growth run'} | — | — | — |")
@@ -86,14 +82,15 @@ def move(before: Saving | None, after: Saving | None, seeds_before: dict, seeds_
     for seed in sorted(set(seeds_before) & set(seeds_after)):
         d = seeds_after[seed] - seeds_before[seed]
         ways.setdefault("higher" if d > 0 else "lower" if d < 0 else "level", []).append(seed)
-    directions = "; ".join(f"{way} at {seeds_word(s)}" for way, s in ways.items())
+    directions = "; ".join(f"{way} at {seeds_text(s)}" for way, s in ways.items())
     return f"{100 * change:+.1f}, {spread_word(decided)}" + (f" ({directions})" if directions else "")
 
 
-def moves(points, seeds: pd.DataFrame, summary: pd.DataFrame, task: str, growth) -> str | None:
+def moves(points, found_at: list[dict[str, Saving]], seeds: pd.DataFrame, summary: pd.DataFrame, task: str,
+          growth) -> str | None:
     """The move of each label's saving between neighbouring budgets that hold growth runs (a budget without any,
     e.g. a probe's scratch and control alone, is spanned); None where fewer than two budgets hold them."""
-    kept = [(p, f) for p in points for f in [savings_at(p, summary, task, growth)] if f]
+    kept = [(p, f) for p, f in zip(points, found_at) if f]
     if len(kept) < 2:
         return None
     steps = list(zip(kept, kept[1:]))
@@ -117,13 +114,14 @@ def moves(points, seeds: pd.DataFrame, summary: pd.DataFrame, task: str, growth)
 def section(points, seeds: pd.DataFrame, summary: pd.DataFrame, task: str, growth, status) -> str:
     """The markdown section: `growth` the growth methods' labels in the table's order, `status(point)` its regime
     check (PASS | FAIL | n/a)."""
+    found_at = [savings_at(p, summary, task, growth) for p in points]
     text = ["## What the table shows", "",
             "Written from the table (analysis/budget_verdict.py). A difference counts where it exceeds the sum of the "
             "two sample spreads (analysis/claims.py's rule; a single seed decides nothing), each seed's direction "
             "named beside it; labels that are one computation count once. Savings rank methods only at a budget "
             "whose regime check passes.", "", "### First at each budget", "",
-            leaders(points, seeds, summary, task, growth, status)]
-    table = moves(points, seeds, summary, task, growth)
+            leaders(points, found_at, seeds, status)]
+    table = moves(points, found_at, seeds, summary, task, growth)
     if table:
         text += ["### From one budget to the next (points of saving)", "", table]
     return "\n".join(text)

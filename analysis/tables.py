@@ -76,6 +76,11 @@ def label_key(label: str) -> tuple:
     return (names.rank(head), label != head, natural)
 
 
+def seeds_text(values) -> str:
+    """"s0 s1": the seeds among `values`, each once, in order."""
+    return " ".join(f"s{int(s)}" for s in sorted(set(values)))
+
+
 def pct(mean: float, std: float = math.nan) -> str:
     if mean is None or pd.isna(mean):
         return "not reached"
